@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers used everywhere: checked arithmetic, cleanup attributes, fd handling.
+ * Header-only, no dependencies beyond libc. */
+#ifndef PL_COMMON_PL_UTIL_H
+#define PL_COMMON_PL_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define PL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define PL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define PL_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+#define PL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PL_EXPORT __attribute__((visibility("default")))
+
+/* Checked arithmetic: return true on overflow (and leave *r unspecified). */
+#define pl_add_overflow(a, b, r) __builtin_add_overflow((a), (b), (r))
+#define pl_mul_overflow(a, b, r) __builtin_mul_overflow((a), (b), (r))
+#define pl_sub_overflow(a, b, r) __builtin_sub_overflow((a), (b), (r))
+
+/* PL_CLEANUP(fn): run fn(&var) when var leaves scope. */
+#define PL_CLEANUP(fn) __attribute__((cleanup(fn)))
+
+static inline void pl_freep(void *p) {
+    free(*(void **)p);
+}
+
+/* Close *fd if open and reset it to -1; safe on -1. */
+static inline void pl_close_fd(int *fd) {
+    if (*fd >= 0) {
+        int saved = errno;
+        (void)close(*fd);
+        *fd = -1;
+        errno = saved;
+    }
+}
+#define pl_closep pl_close_fd
+
+/* Returns p and sets *pp to NULL: explicit ownership transfer. */
+static inline void *pl_steal_ptr_impl(void **pp) {
+    void *p = *pp;
+    *pp = NULL;
+    return p;
+}
+#define pl_steal_ptr(pp) pl_steal_ptr_impl((void **)(pp))
+
+static inline int pl_steal_fd(int *fd) {
+    int r = *fd;
+    *fd = -1;
+    return r;
+}
+
+#endif

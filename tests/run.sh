@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The whole test suite, as the README's second command and CI's .ci/run run it:
+#   1. installs the Debian build dependencies when any is missing (apt-get; sudo when not root),
+#   2. a release build with -Werror and every CTest test,
+#   3. an ASan+UBSan build and every test but the benchmarks,
+#   4. a TSan build of the threaded parts (labels: threads).
+# Test data comes from PICOLM_TEST_DATA (default: ../shared beside the checkout).
+# Options: PL_SKIP_SANITIZERS=1 runs step 2 only; PL_JOBS=N sets the build parallelism.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential cmake pkg-config liburing-dev libseccomp-dev libprotobuf-c-dev
+      protobuf-c-compiler libcmocka-dev clang python3)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    echo "== installing: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+jobs=${PL_JOBS:-$(nproc)}
+data=${PICOLM_TEST_DATA:-$(cd .. && pwd)/shared}
+export PICOLM_TEST_DATA="$data"
+
+build_and_test() { # dir, ctest args..., -- cmake args...
+    local dir=$1; shift
+    local ctest_args=()
+    while [ "$1" != "--" ]; do ctest_args+=("$1"); shift; done
+    shift
+    echo "== configure $dir $*"
+    cmake -S . -B "$dir" -DPL_WERROR=ON -DPICOLM_TEST_DATA="$data" "$@" >/dev/null
+    echo "== build $dir"
+    cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; exit 1; }
+    echo "== test $dir"
+    (cd "$dir" && ctest --output-on-failure -j"$jobs" "${ctest_args[@]}")
+}
+
+build_and_test build-ci -LE bench -- -DCMAKE_BUILD_TYPE=Release
+if [ "${PL_SKIP_SANITIZERS:-0}" != 1 ]; then
+    build_and_test build-asan -LE 'bench|load|fuzz-smoke' -- -DCMAKE_BUILD_TYPE=Debug \
+        -DPL_SANITIZE=address,undefined
+    build_and_test build-tsan -L threads -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPL_SANITIZE=thread
+fi
+echo "== all test runs passed"
