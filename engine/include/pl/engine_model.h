@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* A LLaMA-family model loaded from GGUF, and inference contexts over it. The model is
+ * read-only after loading and shared by every context; a context owns a paged KV cache
+ * for up to n_seq sequences and the scratch for batches of up to n_batch tokens, all
+ * allocated at creation: pl_ctx_decode() allocates nothing. */
+#ifndef PL_ENGINE_ENGINE_MODEL_H
+#define PL_ENGINE_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pl_gguf;
+struct pl_tokenizer;
+struct pl_model;
+struct pl_ctx;
+
+struct pl_model_hparams {
+    char arch[32];           /* general.architecture */
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;
+    uint32_t n_embd;
+    uint32_t n_layer;
+    uint32_t n_head;
+    uint32_t n_head_kv;
+    uint32_t n_ff;
+    uint32_t head_dim;       /* n_embd / n_head */
+    uint32_t n_rot;          /* rope.dimension_count */
+    float rope_freq_base;
+    float rope_freq_scale;   /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float rms_eps;
+    bool tied_output;        /* output.weight absent: token_embd.weight used */
+    bool has_qkv_bias;
+    uint64_t n_params;
+    uint64_t weight_bytes;
+};
+
+struct pl_model_opts {
+    uint32_t n_threads;      /* 0: one per online CPU */
+};
+
+/* Load path: parse GGUF, check every tensor's type and shape against the hparams, build the
+ * tokenizer. Weights stay in the read-only file mapping. Errors: -errno, -PL_ERR_FORMAT,
+ * -PL_ERR_UNSUPPORTED, with a message in err. */
+int pl_model_load(const char *path, const struct pl_model_opts *opts, struct pl_model **ret,
+                  char *err, size_t err_len);
+void pl_model_free(struct pl_model *m);
+
+const struct pl_model_hparams *pl_model_hparams(const struct pl_model *m);
+const struct pl_tokenizer *pl_model_tokenizer(const struct pl_model *m);
+const struct pl_gguf *pl_model_gguf(const struct pl_model *m);
+
+enum pl_kv_type {
+    PL_KV_F16 = 0, /* default */
+    PL_KV_F32 = 1,
+};
+
+struct pl_ctx_opts {
+    uint32_t n_ctx;          /* max tokens per sequence; 0: min(n_ctx_train, 4096) */
+    uint32_t n_seq;          /* sequences (sessions) at once; 0: 1 */
+    uint32_t n_kv_tokens;    /* total KV pool in tokens over all sequences; 0: n_ctx * n_seq */
+    uint32_t n_batch;        /* max tokens per pl_ctx_decode(); 0: 512 */
+    uint32_t kv_type;        /* enum pl_kv_type */
+};
+
+int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx **ret);
+void pl_ctx_free(struct pl_ctx *c);
+
+/* One batched forward step. Entry i feeds token[i] at position pos[i] of sequence seq[i];
+ * a sequence's positions must continue what its KV cache holds (pos == current length).
+ * For each entry with logits[i] true, n_vocab floats are written to out, in entry order.
+ * Returns 0, -EINVAL (bad token, position, sequence or n > n_batch), -PL_ERR_EXHAUSTED (KV
+ * pool full: nothing was written to the cache). */
+struct pl_batch {
+    uint32_t n;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq;
+    const bool *logits;
+};
+int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out);
+
+/* Tokens the KV cache holds for seq; forget them (returns the blocks to the pool). */
+uint32_t pl_ctx_seq_len(const struct pl_ctx *c, int32_t seq);
+void pl_ctx_seq_clear(struct pl_ctx *c, int32_t seq);
+/* KV pool occupancy in tokens. */
+uint32_t pl_ctx_kv_used(const struct pl_ctx *c);
+uint32_t pl_ctx_kv_total(const struct pl_ctx *c);
+
+#endif

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* Quantized block formats and their kernels: dequantize a row, quantize a row (reference
+ * round-to-nearest quantizers, also used for activations), and the dot product of a weight
+ * row with an activation row already quantized to the weight type's vec_dot_type (as ggml
+ * does: Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants, F16 for F16, BF16
+ * for BF16, F32 for F32). Every type has a portable scalar reference (pl_quant_kernels_ref);
+ * pl_quant_kernels() returns the fastest variant for this CPU, chosen once at start-up. */
+#ifndef PL_ENGINE_ENGINE_QUANT_H
+#define PL_ENGINE_ENGINE_QUANT_H
+
+#include <stdint.h>
+
+/* n: element count, a multiple of the type's block size. src/dst must not overlap. */
+typedef void (*pl_quant_to_f32_fn)(const void *restrict src, float *restrict dst, int64_t n);
+typedef void (*pl_quant_from_f32_fn)(const float *restrict src, void *restrict dst, int64_t n);
+/* Returns sum_i w[i] * x[i] over n elements; w of this type, x of vec_dot_type. */
+typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const void *restrict x);
+
+struct pl_quant_kernels {
+    pl_quant_to_f32_fn to_f32;     /* NULL: cannot dequantize */
+    pl_quant_from_f32_fn from_f32; /* NULL: no quantizer for this type */
+    uint32_t vec_dot_type;         /* enum pl_ggml_type the activations must be in */
+    pl_quant_vec_dot_fn vec_dot;   /* NULL: no dot product */
+};
+
+/* Detect CPU features and fill the dispatch table; idempotent and thread-safe. With the
+ * environment variable PICOLM_FORCE_SCALAR=1 the scalar references are used throughout. */
+void pl_quant_init(void);
+
+/* Kernels for type t (calls pl_quant_init() if needed), or NULL for an unknown type. */
+const struct pl_quant_kernels *pl_quant_kernels(uint32_t t);
+/* The portable scalar references, or NULL. */
+const struct pl_quant_kernels *pl_quant_kernels_ref(uint32_t t);
+/* Name of the kernel set in use: "scalar", "avx2", "avx512", ... */
+const char *pl_quant_isa(void);
+
+/* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */
+float pl_fp16_to_f32(uint16_t h);
+uint16_t pl_f32_to_fp16(float f);
+float pl_bf16_to_f32(uint16_t h);
+uint16_t pl_f32_to_bf16(float f);
+
+#endif
