@@ -36,6 +36,7 @@ enum pl_gguf_type {
 #define PL_GGUF_MAX_ARRAY_LEN (64u << 20)
 #define PL_GGUF_MAX_DIMS 4u
 #define PL_GGUF_MAX_NAME_LEN 255u /* tensor names, as ggml's GGML_MAX_NAME - 1 */
+#define PL_GGUF_MAX_ARRAY_DEPTH 8u /* arrays of arrays: nesting levels, the kv's own included */
 
 /* A string inside the file: not NUL-terminated. */
 struct pl_gguf_str {
@@ -80,13 +81,26 @@ struct pl_gguf_tensor {
 
 struct pl_gguf;
 
-/* Map path read-only and parse it. On failure returns -errno (open/mmap) or
- * -PL_ERR_FORMAT / -PL_ERR_UNSUPPORTED with a message in err (if err_len > 0), e.g.
- * "tensor 3 'blk.0.attn_q.weight': data [offset 1234, 4096 bytes] ends past end of file
- * (size 2000) (at byte 812)". */
+/* Map path read-only and parse it. Returns 0 and sets *ret, or a negative code with a
+ * message in err (if err_len > 0; err is "" on success):
+ *   -errno               open/fstat/mmap failed; -EINVAL: path is not a regular file;
+ *   -ENOMEM              out of memory;
+ *   -PL_ERR_UNSUPPORTED  a well-formed file this reader does not handle: GGUF version 1,
+ *                        a version above 3, a big-endian file (version reads byte-swapped),
+ *                        or a tensor whose type id pl_type_info() does not know;
+ *   -PL_ERR_FORMAT       anything malformed (truncation, caps, bad counts, types, dims,
+ *                        alignment, offsets, overlaps, duplicate keys/names...).
+ * Messages name the item, the field and the byte offset, e.g.
+ * "gguf: tensor 3 'blk.0.attn_q.weight': data [offset 1234, 4096 bytes] ends past end of
+ * file (size 2000) (at byte 812)". Rules beyond the GGUF spec: keys and tensor names are
+ * non-empty, names have no NUL byte, every ne >= 1, bool values are 0 or 1,
+ * `general.alignment` is a uint32 power of two. The data section starts at the first
+ * alignment boundary after the tensor infos (for a file without tensors it may be the
+ * file size when the padding is missing). */
 int pl_gguf_open(const char *path, struct pl_gguf **ret, char *err, size_t err_len);
 
-/* Parse a caller's buffer (borrowed: it must outlive the returned object). Same errors. */
+/* Parse a caller's buffer (borrowed: it must outlive the returned object). Same errors,
+ * plus -EINVAL when ret is NULL or data is NULL with len > 0. */
 int pl_gguf_open_mem(const void *data, size_t len, struct pl_gguf **ret, char *err,
                      size_t err_len);
 
