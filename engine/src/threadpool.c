@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/* Persistent worker pool for the forward pass: dispatch by a generation counter, phases
+ * separated by a counting barrier; every wait spins briefly, then sleeps on a futex. Used by
+ * forward.c (one pool per inference context). */
+#include "threadpool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pl/pl_util.h"
+
+/* Iterations of the spin loop before a waiter goes to sleep in the kernel: long enough to
+ * cover the gap between two phases of one forward step, short enough not to burn a core
+ * that another process could use while the pool is idle. */
+#define SPIN_ITERS 2048
+
+/* ---- Futex-backed waiting ---- */
+
+/* A 32-bit word others wait on, with a count of the waiters asleep in the kernel so the
+ * waker can skip the futex_wake syscall when everyone is still spinning. */
+struct waitword {
+    _Atomic uint32_t word;
+    _Atomic uint32_t n_sleepers;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
+    /* Returns at once (EAGAIN) when *addr != val; spurious returns are handled by the
+     * caller's loop. */
+    (void)syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr) {
+    (void)syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Wait until w->word != val. On return the caller has acquired the store that changed it. */
+static void waitword_wait_ne(struct waitword *w, uint32_t val) {
+    for (int i = 0; i < SPIN_ITERS; i++) {
+        /* Acquire: pairs with the seq_cst (hence release) increment in waitword_bump(). */
+        if (atomic_load_explicit(&w->word, memory_order_acquire) != val)
+            return;
+        cpu_relax();
+    }
+    /* Dekker-style handshake with waitword_bump(), both sides seq_cst: either the waker's
+     * load of n_sleepers sees this increment and wakes us, or our load of word below sees
+     * the waker's increment and we never sleep. FUTEX_WAIT itself re-checks the word in the
+     * kernel, so a wake between our check and the syscall is not lost either. */
+    atomic_fetch_add_explicit(&w->n_sleepers, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&w->word, memory_order_seq_cst) == val)
+        futex_wait(&w->word, val);
+    atomic_fetch_sub_explicit(&w->n_sleepers, 1, memory_order_relaxed);
+}
+
+/* Advance the word and wake the sleepers if any. Release (via seq_cst): everything this
+ * thread wrote before is visible to a waiter that observes the new value. */
+static void waitword_bump(struct waitword *w) {
+    atomic_fetch_add_explicit(&w->word, 1, memory_order_seq_cst);
+    /* seq_cst: pairs with the n_sleepers increment in waitword_wait_ne(). */
+    if (atomic_load_explicit(&w->n_sleepers, memory_order_seq_cst) > 0)
+        futex_wake_all(&w->word);
+}
+
+/* ---- Pool ---- */
+
+struct worker {
+    struct pl_threadpool *pool;
+    uint32_t ith;
+};
+
+struct pl_threadpool {
+    uint32_t n_threads;
+    uint32_t n_started;         /* workers successfully created (for cleanup) */
+    pthread_t *threads;         /* [n_threads - 1] */
+    struct worker *workers;     /* [n_threads - 1] */
+
+    /* Written by the caller of run before it bumps dispatch, read by workers after they
+     * observe the bump (acquire): no atomics needed for these two. */
+    pl_threadpool_fn fn;
+    void *arg;
+    bool stop;
+
+    /* Dispatch: word = run generation. One cache line each so that spinning on one does not
+     * bounce the other. */
+    alignas(64) struct waitword dispatch;
+    /* Barrier: word = phase, count = arrivals in the current phase. */
+    alignas(64) struct waitword phase;
+    alignas(64) _Atomic uint32_t arrived;
+};
+
+void pl_threadpool_barrier(struct pl_threadpool *p) {
+    uint32_t nth = p->n_threads;
+    if (nth == 1)
+        return;
+    /* The phase cannot advance until this thread arrives, and this thread already observed
+     * the previous advance (acquire in its last wait), so a relaxed load reads the current
+     * phase. */
+    uint32_t ph = atomic_load_explicit(&p->phase.word, memory_order_relaxed);
+    /* acq_rel: each arrival releases this thread's writes; the RMWs form one release
+     * sequence, so the last arriver acquires the writes of every earlier arriver. */
+    uint32_t n = atomic_fetch_add_explicit(&p->arrived, 1, memory_order_acq_rel) + 1;
+    if (n == nth) {
+        /* No thread touches arrived again before it sees the phase advance below, which
+         * orders this reset before their next fetch_add. */
+        atomic_store_explicit(&p->arrived, 0, memory_order_relaxed);
+        /* Release (seq_cst) in waitword_bump: pairs with the acquire in waitword_wait_ne of
+         * the other threads and passes on everything the last arriver acquired. */
+        waitword_bump(&p->phase);
+        return;
+    }
+    waitword_wait_ne(&p->phase, ph);
+}
+
+static void *worker_main(void *argp) {
+    struct worker *w = argp;
+    struct pl_threadpool *p = w->pool;
+    uint32_t seen = 0; /* the generation counter starts at 0 */
+
+    for (;;) {
+        waitword_wait_ne(&p->dispatch, seen);
+        /* A new run can only start after this worker passed the previous run's final
+         * barrier, so the generation moved by exactly one. */
+        seen++;
+        if (p->stop)
+            break;
+        p->fn(p->arg, w->ith, p->n_threads);
+        pl_threadpool_barrier(p);
+    }
+    return NULL;
+}
+
+void pl_threadpool_run(struct pl_threadpool *p, pl_threadpool_fn fn, void *arg) {
+    if (p->n_threads == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    /* Safe to overwrite: every worker read fn/arg of the previous run before it arrived at
+     * that run's final barrier, which we passed. */
+    p->fn = fn;
+    p->arg = arg;
+    /* Release: publishes fn/arg; pairs with the acquire in the workers' dispatch wait. */
+    waitword_bump(&p->dispatch);
+    fn(arg, 0, p->n_threads);
+    /* The final barrier: when it returns, every worker finished fn and its writes are
+     * visible here (barrier ordering). */
+    pl_threadpool_barrier(p);
+}
+
+uint32_t pl_threadpool_n_threads(const struct pl_threadpool *p) {
+    return p->n_threads;
+}
+
+static void pin_to(pthread_t t, const cpu_set_t *allowed, uint32_t i) {
+    int n_cpus = CPU_COUNT(allowed);
+    if (n_cpus <= 0)
+        return;
+    uint32_t want = i % (uint32_t)n_cpus;
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, allowed))
+            continue;
+        if ((uint32_t)seen++ == want) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            /* A hint only: a failure (e.g. a cgroup cpuset that changed) is ignored. */
+            (void)pthread_setaffinity_np(t, sizeof(one), &one);
+            return;
+        }
+    }
+}
+
+void pl_threadpool_free(struct pl_threadpool *p) {
+    if (!p)
+        return;
+    if (p->n_started > 0) {
+        p->stop = true;
+        /* Release: publishes stop; pairs with the acquire in the workers' dispatch wait. */
+        waitword_bump(&p->dispatch);
+        for (uint32_t i = 0; i < p->n_started; i++)
+            (void)pthread_join(p->threads[i], NULL);
+    }
+    free(p->threads);
+    free(p->workers);
+    free(p);
+}
+
+int pl_threadpool_new(uint32_t n_threads, bool pin, struct pl_threadpool **ret) {
+    struct pl_threadpool *p = NULL;
+    cpu_set_t allowed;
+    sigset_t all, old;
+    bool have_mask = false;
+    int r;
+
+    if (n_threads == 0 || n_threads > PL_THREADPOOL_MAX_THREADS || !ret)
+        return -EINVAL;
+    if (posix_memalign((void **)&p, 64, sizeof(*p)) != 0)
+        return -ENOMEM;
+    *p = (struct pl_threadpool){.n_threads = n_threads};
+    atomic_init(&p->dispatch.word, 0);
+    atomic_init(&p->dispatch.n_sleepers, 0);
+    atomic_init(&p->phase.word, 0);
+    atomic_init(&p->phase.n_sleepers, 0);
+    atomic_init(&p->arrived, 0);
+
+    if (n_threads > 1) {
+        p->threads = calloc(n_threads - 1, sizeof(*p->threads));
+        p->workers = calloc(n_threads - 1, sizeof(*p->workers));
+        if (!p->threads || !p->workers) {
+            r = -ENOMEM;
+            goto fail;
+        }
+    }
+    if (pin)
+        pin = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
+
+    /* Workers take no signals: the daemon handles them in its event loop (signalfd). The
+     * mask is inherited at creation, so block everything around pthread_create. */
+    sigfillset(&all);
+    have_mask = pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
+    for (uint32_t i = 0; i + 1 < n_threads; i++) {
+        p->workers[i] = (struct worker){.pool = p, .ith = i + 1};
+        r = pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]);
+        if (r != 0) {
+            r = -r;
+            goto fail;
+        }
+        p->n_started++;
+        if (pin)
+            pin_to(p->threads[i], &allowed, i + 1);
+    }
+    if (have_mask)
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    have_mask = false;
+    if (pin)
+        pin_to(pthread_self(), &allowed, 0);
+
+    *ret = p;
+    return 0;
+
+fail:
+    if (have_mask)
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pl_threadpool_free(p);
+    return r;
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* A persistent pool of worker threads for the forward pass (engine-private). Created once
+ * per inference context: n_threads - 1 workers plus the calling thread. pl_threadpool_run()
+ * runs one function on every thread and returns when all have finished; inside that
+ * function pl_threadpool_barrier() separates phases. Waiting spins briefly, then sleeps on
+ * a futex, so steady-state calls make no syscall, allocation or thread creation. */
+#ifndef PL_ENGINE_THREADPOOL_H
+#define PL_ENGINE_THREADPOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pl_threadpool;
+
+/* Work function: ith in [0, nth) names the calling thread (0 is the caller of run). */
+typedef void (*pl_threadpool_fn)(void *arg, uint32_t ith, uint32_t nth);
+
+#define PL_THREADPOOL_MAX_THREADS 512u
+
+/* Start n_threads - 1 workers (n_threads in [1, PL_THREADPOOL_MAX_THREADS]). With pin, thread
+ * i is bound to the i-th CPU of the process's affinity mask (failures to pin are ignored:
+ * pinning is a performance hint). Returns 0, -EINVAL, -ENOMEM, or -errno of pthread_create. */
+int pl_threadpool_new(uint32_t n_threads, bool pin, struct pl_threadpool **ret);
+
+/* Stop and join the workers, free the pool; NULL is fine. Not while a run is in progress. */
+void pl_threadpool_free(struct pl_threadpool *p);
+
+uint32_t pl_threadpool_n_threads(const struct pl_threadpool *p);
+
+/* Run fn(arg, ith, nth) on all nth threads (the caller is ith 0) and return when every
+ * call has returned; all writes made by any thread inside fn are visible to the caller
+ * afterwards. Not reentrant: one run at a time per pool, from one thread at a time. */
+void pl_threadpool_run(struct pl_threadpool *p, pl_threadpool_fn fn, void *arg);
+
+/* Inside fn only: wait until all nth threads have reached the barrier. Writes before the
+ * barrier on any thread are visible to every thread after it. Every thread must call it
+ * the same number of times in one run. */
+void pl_threadpool_barrier(struct pl_threadpool *p);
+
+#endif
