@@ -10,10 +10,16 @@
 
 #include <stdint.h>
 
-/* n: element count, a multiple of the type's block size. src/dst must not overlap. */
+/* n: element count, a multiple of the type's block size (the kernels assert it). src/dst
+ * must not overlap. Buffers must be aligned for their block struct: 4 bytes for F32 and
+ * Q8_K, 2 bytes for every other type (GGUF's 32-byte data alignment guarantees it for
+ * weights). from_f32 never fails: NaN/Inf inputs give valid, if meaningless, blocks. */
 typedef void (*pl_quant_to_f32_fn)(const void *restrict src, float *restrict dst, int64_t n);
 typedef void (*pl_quant_from_f32_fn)(const float *restrict src, void *restrict dst, int64_t n);
-/* Returns sum_i w[i] * x[i] over n elements; w of this type, x of vec_dot_type. */
+/* Returns sum_i w[i] * x[i] over n elements; w of this type, x of vec_dot_type. Quantized
+ * types compute as ggml's CPU reference: an integer dot product per block, scaled by the
+ * block scales and summed in float (Q4_1/Q5_1 add m * s of the Q8_1 block; K-quants
+ * apply their mins through the Q8_K bsums). F32/F16/BF16 sum float products in double. */
 typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const void *restrict x);
 
 struct pl_quant_kernels {
@@ -27,9 +33,12 @@ struct pl_quant_kernels {
  * environment variable PICOLM_FORCE_SCALAR=1 the scalar references are used throughout. */
 void pl_quant_init(void);
 
-/* Kernels for type t (calls pl_quant_init() if needed), or NULL for an unknown type. */
+/* Kernels for type t (calls pl_quant_init() if needed), or NULL for an unknown type or a
+ * type without any kernel (e.g. the IQ types). Kernels exist for F32, F16, BF16, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (all three members) and for the activation types
+ * Q8_1 and Q8_K (to_f32 and from_f32 only, vec_dot NULL). The pointer stays valid. */
 const struct pl_quant_kernels *pl_quant_kernels(uint32_t t);
-/* The portable scalar references, or NULL. */
+/* The portable scalar references, or NULL as above. Needs no pl_quant_init(). */
 const struct pl_quant_kernels *pl_quant_kernels_ref(uint32_t t);
 /* Name of the kernel set in use: "scalar", "avx2", "avx512", ... */
 const char *pl_quant_isa(void);

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* Kernel dispatch: one table indexed by ggml type, filled once from the scalar references
+ * and then patched by the ISA backend (quant_arch.h) unless PICOLM_FORCE_SCALAR is set;
+ * plus the public half/bfloat16 conversions. Called by the model loader and forward pass. */
+#include "pl/engine_quant.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl/engine_types.h"
+#include "quant_arch.h"
+#include "quant_blocks.h"
+#include "quant_ref.h"
+
+/* Written only inside init_once(); read-only afterwards (pthread_once orders the writes
+ * before every reader that went through pl_quant_init()). */
+static struct pl_quant_kernels active[_PL_GGML_TYPE_MAX];
+static const char *active_isa = "scalar";
+static pthread_once_t init_control = PTHREAD_ONCE_INIT;
+
+/* PICOLM_FORCE_SCALAR: set and neither empty nor "0". */
+static bool force_scalar(void) {
+    const char *v = getenv("PICOLM_FORCE_SCALAR");
+    return v && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+static void init_once(void) {
+    memcpy(active, pl_quant_ref_table, sizeof(active));
+    if (force_scalar())
+        return;
+#ifdef PL_QUANT_HAVE_ARCH
+    {
+        const char *isa = pl_quant_arch_init(active);
+        if (isa)
+            active_isa = isa;
+    }
+#endif
+}
+
+void pl_quant_init(void) {
+    (void)pthread_once(&init_control, init_once);
+}
+
+static bool has_kernels(const struct pl_quant_kernels *k) {
+    return k->to_f32 || k->from_f32 || k->vec_dot;
+}
+
+const struct pl_quant_kernels *pl_quant_kernels(uint32_t t) {
+    if (t >= _PL_GGML_TYPE_MAX)
+        return NULL;
+    pl_quant_init();
+    return has_kernels(&active[t]) ? &active[t] : NULL;
+}
+
+const struct pl_quant_kernels *pl_quant_kernels_ref(uint32_t t) {
+    if (t >= _PL_GGML_TYPE_MAX || !has_kernels(&pl_quant_ref_table[t]))
+        return NULL;
+    return &pl_quant_ref_table[t];
+}
+
+const char *pl_quant_isa(void) {
+    pl_quant_init();
+    return active_isa;
+}
+
+/* ---- Half and bfloat16 ---- */
+
+float pl_fp16_to_f32(uint16_t h) {
+    return pl_fp16_to_f32_inline(h);
+}
+
+uint16_t pl_f32_to_fp16(float f) {
+    return pl_f32_to_fp16_inline(f);
+}
+
+float pl_bf16_to_f32(uint16_t h) {
+    return pl_bf16_to_f32_inline(h);
+}
+
+uint16_t pl_f32_to_bf16(float f) {
+    return pl_f32_to_bf16_inline(f);
+}
