@@ -36,14 +36,26 @@ struct pl_model_hparams {
 };
 
 struct pl_model_opts {
-    uint32_t n_threads;      /* 0: one per online CPU */
+    uint32_t n_threads;      /* threads of each context's pool; 0: one per CPU we may run on */
+    bool pin_threads;        /* pin pool thread i to the i-th allowed CPU (the thread calling
+                                pl_ctx_new() becomes thread 0 and is pinned too) */
 };
 
 /* Load path: parse GGUF, check every tensor's type and shape against the hparams, build the
- * tokenizer. Weights stay in the read-only file mapping. Errors: -errno, -PL_ERR_FORMAT,
- * -PL_ERR_UNSUPPORTED, with a message in err. */
+ * tokenizer. Weights stay in the read-only file mapping. opts may be NULL (defaults).
+ * Errors, with a message in err (if err_len > 0) naming the key or tensor:
+ *   -errno               open/mmap failed, -ENOMEM;
+ *   -EINVAL              bad arguments (NULL path/ret, n_threads > 512);
+ *   -PL_ERR_FORMAT       malformed file: missing/ill-typed key, hparams out of range or
+ *                        inconsistent, missing tensor, wrong shape;
+ *   -PL_ERR_UNSUPPORTED  valid but not handled: architecture other than "llama", a tensor
+ *                        type without kernels, rope scaling other than none/linear,
+ *                        an unknown tokenizer. */
 int pl_model_load(const char *path, const struct pl_model_opts *opts, struct pl_model **ret,
                   char *err, size_t err_len);
+/* The same from a GGUF image in memory (borrowed: it must outlive the model). */
+int pl_model_load_mem(const void *data, size_t len, const struct pl_model_opts *opts,
+                      struct pl_model **ret, char *err, size_t err_len);
 void pl_model_free(struct pl_model *m);
 
 const struct pl_model_hparams *pl_model_hparams(const struct pl_model *m);
@@ -67,10 +79,14 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
 void pl_ctx_free(struct pl_ctx *c);
 
 /* One batched forward step. Entry i feeds token[i] at position pos[i] of sequence seq[i];
- * a sequence's positions must continue what its KV cache holds (pos == current length).
- * For each entry with logits[i] true, n_vocab floats are written to out, in entry order.
- * Returns 0, -EINVAL (bad token, position, sequence or n > n_batch), -PL_ERR_EXHAUSTED (KV
- * pool full: nothing was written to the cache). */
+ * a sequence's positions must continue what its KV cache holds (pos == current length +
+ * the number of earlier entries of the same sequence in this batch).
+ * For each entry with logits[i] true, n_vocab floats are written to out, in entry order
+ * (logits NULL: the last entry only; out may be NULL when no logits are wanted).
+ * Returns 0 (also for n == 0), -EINVAL (NULL arrays, bad token, position, sequence or
+ * n > n_batch), -PL_ERR_EXHAUSTED (KV pool full, or a sequence would exceed n_ctx). On any
+ * error nothing was changed. Not thread-safe: one call at a time per context (the call
+ * itself uses every thread of the context's pool). Allocates nothing. */
 struct pl_batch {
     uint32_t n;
     const int32_t *token;

@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: MIT */
+/* Inference contexts and the batched LLaMA forward pass, computed as llama.cpp's CPU backend
+ * does: RMSNorm, Q/K/V projections (+ optional biases), "normal" RoPE on adjacent pairs,
+ * grouped-query causal attention over a paged KV cache, output projection, SwiGLU FFN,
+ * final norm and logits. One pl_ctx_decode() runs one thread-pool job: every thread walks
+ * the same phases, separated by barriers, each taking its share of rows or tokens. */
+#include "pl/engine_model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv.h"
+#include "model_impl.h"
+#include "pl/engine_quant.h"
+#include "pl/engine_types.h"
+#include "pl/pl_err.h"
+#include "pl/pl_util.h"
+#include "threadpool.h"
+
+/* Caps on context options (memory is the real limit; these keep sizes far from overflow). */
+#define MAX_CTX (1u << 22)
+#define MAX_SEQ (1u << 16)
+#define MAX_BATCH (1u << 16)
+
+/* Matmul tiling: a tile of weight rows stays in L1/L2 while a tile of activation rows is
+ * streamed past it, so each weight row comes from memory once per step. */
+#define MM_ROW_TILE 16u
+#define MM_TOK_TILE 32u
+
+struct pl_ctx {
+    struct pl_model *m;
+    struct pl_threadpool *pool;
+    struct pl_kv kv;
+    uint32_t n_ctx, n_seq, n_batch, n_threads;
+    uint32_t q_dim, kv_dim;
+    float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
+    float kq_scale;               /* 1 / sqrt(head_dim) */
+    const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
+
+    /* Scratch, [n_batch][...] row-major. */
+    float *x;        /* [n_batch][n_embd] residual stream */
+    float *xb;       /* [n_batch][n_embd] normed input of the next matmul */
+    float *q;        /* [n_batch][q_dim] */
+    float *k;        /* [n_batch][kv_dim] */
+    float *v;        /* [n_batch][kv_dim] */
+    float *att;      /* [n_batch][q_dim] attention output */
+    float *hg;       /* [n_batch][n_ff] gate, then silu(gate) * up */
+    float *hu;       /* [n_batch][n_ff] up */
+    uint8_t *xq;     /* [n_batch][xq_stride] activations in a weight's vec_dot_type */
+    size_t xq_stride;
+    /* Per thread: scores [n_ctx], rope cache [n_rot], q head in the cache type
+     * [head_dim * 4 bytes], one V head row as f32 [head_dim]. */
+    float *th_scores;
+    float *th_rope;
+    uint8_t *th_qh;
+    float *th_vrow;
+    size_t th_qh_stride;
+
+    /* Validation scratch and the current step (set by the caller before the parallel run). */
+    uint32_t *seq_count;        /* [n_seq] */
+    uint32_t *out_rows;         /* [n_batch] batch entries whose logits are wanted */
+    uint32_t n_out;
+    const struct pl_batch *b;
+    float *out;
+};
+
+/* ---- Small kernels (llama.cpp's numerics: float math, double sums where ggml uses them) ---- */
+
+static void split(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo, uint32_t *ret_hi) {
+    *ret_lo = (uint32_t)((uint64_t)n * ith / nth);
+    *ret_hi = (uint32_t)((uint64_t)n * (ith + 1) / nth);
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * w; as ggml_rms_norm followed by ggml_mul. */
+static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w,
+                    uint32_t n, float eps) {
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+static inline float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+
+/* ---- Matrix multiplication ---- */
+
+/* The activations for w: rows [lo, hi) of src quantized to w's vec_dot_type into c->xq (or
+ * src itself when that type is F32). Returns the base pointer and the byte stride; the
+ * caller puts a barrier between this and any matmul reading other threads' rows. */
+static const uint8_t *prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *src,
+                               size_t src_stride, uint32_t lo, uint32_t hi,
+                               size_t *ret_stride) {
+    if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
+        *ret_stride = src_stride * sizeof(float);
+        return (const uint8_t *)src;
+    }
+    for (uint32_t t = lo; t < hi; t++)
+        w->vk->from_f32(src + (size_t)t * src_stride, c->xq + (size_t)t * c->xq_stride,
+                        w->n_cols);
+    *ret_stride = c->xq_stride;
+    return c->xq;
+}
+
+/* out[t][r] (+)= w[r] . act[t] (+ bias[r]) for this thread's share of rows r and every t in
+ * [0, n_tok). With accumulate, the product (plus bias) is added to what out holds, in the
+ * order llama.cpp adds a residual: out = (w.x + b) + out. */
+static void matmul(const struct pl_weight *w, const uint8_t *act, size_t act_stride,
+                   uint32_t n_tok, float *out, size_t out_stride, const float *bias,
+                   bool accumulate, uint32_t ith, uint32_t nth) {
+    uint32_t r_lo, r_hi;
+    const pl_quant_vec_dot_fn dot = w->k->vec_dot;
+    const uint8_t *wd = w->data;
+
+    split(w->n_rows, ith, nth, &r_lo, &r_hi);
+    for (uint32_t r0 = r_lo; r0 < r_hi; r0 += MM_ROW_TILE) {
+        uint32_t r1 = PL_MIN(r0 + MM_ROW_TILE, r_hi);
+        for (uint32_t t0 = 0; t0 < n_tok; t0 += MM_TOK_TILE) {
+            uint32_t t1 = PL_MIN(t0 + MM_TOK_TILE, n_tok);
+            for (uint32_t r = r0; r < r1; r++) {
+                const uint8_t *wr = wd + (size_t)r * w->row_bytes;
+                for (uint32_t t = t0; t < t1; t++) {
+                    float s = dot(w->n_cols, wr, act + (size_t)t * act_stride);
+                    if (bias)
+                        s += bias[r];
+                    float *o = out + (size_t)t * out_stride + r;
+                    *o = accumulate ? s + *o : s;
+                }
+            }
+        }
+    }
+}
+
+/* One projection group sharing an input: weights ws[i] write outs[i] (stride = rows). The
+ * input rows [0, n_tok) of src must be complete for this thread's token share [lo, hi)
+ * (same split as the caller's producer) - other threads' rows are only read after the
+ * barrier below. Ends without a barrier: the caller adds one before reading outs. */
+static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, float *const *outs,
+                         const float *const *biases, const bool *accumulate, uint32_t n_w,
+                         const float *src, size_t src_stride, uint32_t n_tok, uint32_t ith,
+                         uint32_t nth) {
+    uint32_t lo, hi;
+    split(n_tok, ith, nth, &lo, &hi);
+    for (uint32_t i = 0; i < n_w;) {
+        uint32_t vdt = ws[i]->k->vec_dot_type, j;
+        size_t stride;
+        if (i > 0) /* others may still read xq for the previous type */
+            pl_threadpool_barrier(c->pool);
+        const uint8_t *act = prep_act(c, ws[i], src, src_stride, lo, hi, &stride);
+        pl_threadpool_barrier(c->pool);
+        for (j = i; j < n_w && ws[j]->k->vec_dot_type == vdt; j++)
+            matmul(ws[j], act, stride, n_tok, outs[j], ws[j]->n_rows, biases[j],
+                   accumulate[j], ith, nth);
+        i = j;
+    }
+}
+
+/* ---- Attention ---- */
+
+/* cache[0..n_rot) = interleaved (cos, sin) for pos, as ggml_rope_cache_init with ext_factor
+ * 0 and attn_factor 1: theta starts at pos and is multiplied by theta_scale per pair. */
+static void rope_cache(const struct pl_ctx *c, int32_t pos, float *cache) {
+    const struct pl_model *m = c->m;
+    const float *ff = m->rope_freqs.data;
+    float theta = (float)pos;
+    for (uint32_t i0 = 0; i0 < m->hp.n_rot; i0 += 2) {
+        float th = m->hp.rope_freq_scale * (ff ? theta / ff[i0 / 2] : theta);
+        cache[i0] = cosf(th);
+        cache[i0 + 1] = sinf(th);
+        theta *= c->rope_theta_scale;
+    }
+}
+
+/* Rotate adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of each head. */
+static void rope_apply(float *x, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
+                       const float *cache) {
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *xh = x + (size_t)h * head_dim;
+        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const float cs = cache[i0], sn = cache[i0 + 1];
+            const float x0 = xh[i0], x1 = xh[i0 + 1];
+            xh[i0] = x0 * cs - x1 * sn;
+            xh[i0 + 1] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+/* Attention of query head h of batch entry t over positions [0, pos] of its sequence. */
+static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32_t ith) {
+    const struct pl_model_hparams *hp = &c->m->hp;
+    const struct pl_kv *kv = &c->kv;
+    const uint32_t hd = hp->head_dim;
+    const uint32_t seq = (uint32_t)c->b->seq[t];
+    const uint32_t n_kv = (uint32_t)c->b->pos[t] + 1;
+    const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
+    const size_t head_off = (size_t)kvh * hd * (kv->type == PL_KV_F16 ? 2 : 4);
+    const float *qh = c->q + (size_t)t * c->q_dim + (size_t)h * hd;
+    float *scores = c->th_scores + (size_t)ith * c->n_ctx;
+    float *vrow = c->th_vrow + (size_t)ith * hd;
+    float *o = c->att + (size_t)t * c->q_dim + (size_t)h * hd;
+    const pl_quant_vec_dot_fn dot = c->kv_k->vec_dot;
+    const void *qx = qh;
+    const bool f16 = kv->type == PL_KV_F16;
+
+    /* As ggml's mul_mat: the query is converted to the cache type's vec_dot_type. */
+    if (f16) {
+        uint8_t *qb = c->th_qh + (size_t)ith * c->th_qh_stride;
+        c->kv_k->from_f32(qh, qb, hd);
+        qx = qb;
+    }
+
+    /* Scores, scaled after the dot product (ggml_soft_max_ext with scale). */
+    float max = -INFINITY;
+    for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
+        const uint8_t *kb = pl_kv_k_block(kv, il, seq, bi) + head_off;
+        uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
+        for (uint32_t s = 0; s < n; s++) {
+            float sc = dot(hd, kb + (size_t)s * kv->row_bytes, qx) * c->kq_scale;
+            scores[b0 + s] = sc;
+            max = sc > max ? sc : max;
+        }
+    }
+    /* Softmax: exp(x - max) in float, sum in double, one multiply by 1/sum (as
+     * ggml_vec_soft_max_f32 + ggml_vec_scale_f32). */
+    double sum = 0.0;
+    for (uint32_t p = 0; p < n_kv; p++) {
+        float e = expf(scores[p] - max);
+        scores[p] = e;
+        sum += (double)e;
+    }
+    const float inv = (float)(1.0 / sum);
+
+    memset(o, 0, hd * sizeof(float));
+    for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
+        const uint8_t *vb = pl_kv_v_block(kv, il, seq, bi) + head_off;
+        uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
+        for (uint32_t s = 0; s < n; s++) {
+            float p = scores[b0 + s] * inv;
+            const float *vr;
+            if (f16) {
+                /* ggml rounds the probabilities to the cache type for the KQ*V product. */
+                p = pl_fp16_to_f32(pl_f32_to_fp16(p));
+                c->kv_k->to_f32(vb + (size_t)s * kv->row_bytes, vrow, hd);
+                vr = vrow;
+            } else {
+                vr = (const float *)(const void *)(vb + (size_t)s * kv->row_bytes);
+            }
+            for (uint32_t d = 0; d < hd; d++)
+                o[d] += p * vr[d];
+        }
+    }
+}
+
+/* ---- The forward pass (runs on every pool thread) ---- */
+
+static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
+    struct pl_ctx *c = arg;
+    const struct pl_model *m = c->m;
+    const struct pl_model_hparams *hp = &m->hp;
+    const struct pl_batch *b = c->b;
+    const uint32_t n = b->n, n_embd = hp->n_embd, n_ff = hp->n_ff;
+    uint32_t lo, hi;
+
+    split(n, ith, nth, &lo, &hi);
+
+    /* Embeddings: dequantize each token's row. */
+    for (uint32_t t = lo; t < hi; t++) {
+        const uint8_t *row =
+            (const uint8_t *)m->tok_embd.data + (size_t)b->token[t] * m->tok_embd.row_bytes;
+        m->tok_embd.k->to_f32(row, c->x + (size_t)t * n_embd, n_embd);
+    }
+
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const struct pl_layer *l = &m->layers[il];
+
+        /* Attention norm; Q, K, V. Rows [lo, hi) of xb are this thread's own. */
+        for (uint32_t t = lo; t < hi; t++)
+            rmsnorm(c->xb + (size_t)t * n_embd, c->x + (size_t)t * n_embd, l->attn_norm.data,
+                    n_embd, hp->rms_eps);
+        {
+            const struct pl_weight *ws[3] = {&l->wq, &l->wk, &l->wv};
+            float *outs[3] = {c->q, c->k, c->v};
+            const float *bs[3] = {l->bq.data, l->bk.data, l->bv.data};
+            const bool acc[3] = {false, false, false};
+            matmul_group(c, ws, outs, bs, acc, 3, c->xb, n_embd, n, ith, nth);
+        }
+        pl_threadpool_barrier(c->pool);
+
+        /* RoPE on Q and K, then K and V into the cache at (seq, pos). */
+        {
+            float *cache = c->th_rope + (size_t)ith * hp->n_rot;
+            for (uint32_t t = lo; t < hi; t++) {
+                uint32_t seq = (uint32_t)b->seq[t], pos = (uint32_t)b->pos[t];
+                float *qt = c->q + (size_t)t * c->q_dim, *kt = c->k + (size_t)t * c->kv_dim;
+                float *vt = c->v + (size_t)t * c->kv_dim;
+                rope_cache(c, b->pos[t], cache);
+                rope_apply(qt, hp->n_head, hp->head_dim, hp->n_rot, cache);
+                rope_apply(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, cache);
+                if (c->kv.type == PL_KV_F16) {
+                    c->kv_k->from_f32(kt, pl_kv_k_row(&c->kv, il, seq, pos), c->kv_dim);
+                    c->kv_k->from_f32(vt, pl_kv_v_row(&c->kv, il, seq, pos), c->kv_dim);
+                } else {
+                    memcpy(pl_kv_k_row(&c->kv, il, seq, pos), kt, c->kv_dim * sizeof(float));
+                    memcpy(pl_kv_v_row(&c->kv, il, seq, pos), vt, c->kv_dim * sizeof(float));
+                }
+            }
+        }
+        pl_threadpool_barrier(c->pool);
+
+        /* Attention, one (entry, head) pair per work item. */
+        {
+            uint32_t a_lo, a_hi;
+            split(n * hp->n_head, ith, nth, &a_lo, &a_hi);
+            for (uint32_t it = a_lo; it < a_hi; it++)
+                attend(c, il, it / hp->n_head, it % hp->n_head, ith);
+        }
+        pl_threadpool_barrier(c->pool);
+
+        /* Output projection + residual: x = (wo.att + bo) + x. */
+        {
+            const struct pl_weight *ws[1] = {&l->wo};
+            float *outs[1] = {c->x};
+            const float *bs[1] = {l->bo.data};
+            const bool acc[1] = {true};
+            matmul_group(c, ws, outs, bs, acc, 1, c->att, c->q_dim, n, ith, nth);
+        }
+        pl_threadpool_barrier(c->pool);
+
+        /* FFN: norm, gate and up, silu(gate) * up, down + residual. */
+        for (uint32_t t = lo; t < hi; t++)
+            rmsnorm(c->xb + (size_t)t * n_embd, c->x + (size_t)t * n_embd, l->ffn_norm.data,
+                    n_embd, hp->rms_eps);
+        {
+            const struct pl_weight *ws[2] = {&l->w_gate, &l->w_up};
+            float *outs[2] = {c->hg, c->hu};
+            const float *bs[2] = {NULL, NULL};
+            const bool acc[2] = {false, false};
+            matmul_group(c, ws, outs, bs, acc, 2, c->xb, n_embd, n, ith, nth);
+        }
+        pl_threadpool_barrier(c->pool);
+        for (uint32_t t = lo; t < hi; t++) {
+            float *g = c->hg + (size_t)t * n_ff;
+            const float *u = c->hu + (size_t)t * n_ff;
+            for (uint32_t i = 0; i < n_ff; i++)
+                g[i] = silu(g[i]) * u[i];
+        }
+        {
+            const struct pl_weight *ws[1] = {&l->w_down};
+            float *outs[1] = {c->x};
+            const float *bs[1] = {NULL};
+            const bool acc[1] = {true};
+            matmul_group(c, ws, outs, bs, acc, 1, c->hg, n_ff, n, ith, nth);
+        }
+        pl_threadpool_barrier(c->pool);
+    }
+
+    /* Final norm for the entries whose logits are wanted, packed into xb rows [0, n_out),
+     * then the output projection straight into the caller's buffer. */
+    if (c->n_out == 0)
+        return;
+    split(c->n_out, ith, nth, &lo, &hi);
+    for (uint32_t k = lo; k < hi; k++)
+        rmsnorm(c->xb + (size_t)k * n_embd, c->x + (size_t)c->out_rows[k] * n_embd,
+                m->output_norm.data, n_embd, hp->rms_eps);
+    {
+        const struct pl_weight *ws[1] = {&m->output};
+        float *outs[1] = {c->out};
+        const float *bs[1] = {NULL};
+        const bool acc[1] = {false};
+        matmul_group(c, ws, outs, bs, acc, 1, c->xb, n_embd, c->n_out, ith, nth);
+    }
+    /* The pool's final barrier publishes the logits to the caller. */
+}
+
+/* ---- Contexts ---- */
+
+void pl_ctx_free(struct pl_ctx *c) {
+    if (!c)
+        return;
+    pl_threadpool_free(c->pool);
+    pl_kv_done(&c->kv);
+    free(c->x);
+    free(c->xb);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->att);
+    free(c->hg);
+    free(c->hu);
+    free(c->xq);
+    free(c->th_scores);
+    free(c->th_rope);
+    free(c->th_qh);
+    free(c->th_vrow);
+    free(c->seq_count);
+    free(c->out_rows);
+    free(c);
+}
+
+/* calloc of a * b elements of size sz, overflow-checked. */
+static void *alloc3(size_t a, size_t b, size_t sz) {
+    size_t n;
+    if (pl_mul_overflow(a, b, &n))
+        return NULL;
+    return calloc(n ? n : 1, sz);
+}
+
+static size_t max_act_row(const struct pl_weight *w, size_t cur) {
+    return w->k->vec_dot_type == PL_GGML_TYPE_F32 ? cur : PL_MAX(cur, w->act_row_bytes);
+}
+
+int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx **ret) {
+    struct pl_ctx_opts o = opts ? *opts : (struct pl_ctx_opts){0};
+    struct pl_ctx *c;
+    uint64_t kv_tokens;
+    int r;
+
+    if (!m || !ret)
+        return -EINVAL;
+    const struct pl_model_hparams *hp = &m->hp;
+    if (!o.n_ctx)
+        o.n_ctx = PL_MIN(hp->n_ctx_train, 4096u);
+    if (!o.n_seq)
+        o.n_seq = 1;
+    if (!o.n_batch)
+        o.n_batch = 512;
+    kv_tokens = o.n_kv_tokens ? o.n_kv_tokens : (uint64_t)o.n_ctx * o.n_seq;
+    if (o.n_ctx > MAX_CTX || o.n_seq > MAX_SEQ || o.n_batch > MAX_BATCH || kv_tokens > UINT32_MAX ||
+        (o.kv_type != PL_KV_F16 && o.kv_type != PL_KV_F32))
+        return -EINVAL;
+
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->m = m;
+    c->n_ctx = o.n_ctx;
+    c->n_seq = o.n_seq;
+    c->n_batch = o.n_batch;
+    c->n_threads = m->n_threads;
+    c->q_dim = hp->n_head * hp->head_dim;
+    c->kv_dim = hp->n_head_kv * hp->head_dim;
+    c->rope_theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+    c->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+    c->kv_k = pl_quant_kernels(o.kv_type == PL_KV_F16 ? PL_GGML_TYPE_F16 : PL_GGML_TYPE_F32);
+    if (!c->kv_k || !c->kv_k->vec_dot || !c->kv_k->to_f32 ||
+        (o.kv_type == PL_KV_F16 && !c->kv_k->from_f32)) {
+        r = -PL_ERR_UNSUPPORTED;
+        goto fail;
+    }
+
+    r = pl_kv_init(&c->kv, hp->n_layer, c->kv_dim, o.n_seq, o.n_ctx, (uint32_t)kv_tokens,
+                   o.kv_type);
+    if (r < 0)
+        goto fail;
+
+    /* The widest activation row any matmul input needs in its vec_dot_type. */
+    size_t act = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const struct pl_layer *l = &m->layers[il];
+        act = max_act_row(&l->wq, act);
+        act = max_act_row(&l->wk, act);
+        act = max_act_row(&l->wv, act);
+        act = max_act_row(&l->wo, act);
+        act = max_act_row(&l->w_gate, act);
+        act = max_act_row(&l->w_up, act);
+        act = max_act_row(&l->w_down, act);
+    }
+    act = max_act_row(&m->output, act);
+    c->xq_stride = PL_ALIGN_UP(act, (size_t)64);
+
+    const size_t nb = o.n_batch, nt = c->n_threads;
+    c->x = alloc3(nb, hp->n_embd, sizeof(float));
+    c->xb = alloc3(nb, hp->n_embd, sizeof(float));
+    c->q = alloc3(nb, c->q_dim, sizeof(float));
+    c->k = alloc3(nb, c->kv_dim, sizeof(float));
+    c->v = alloc3(nb, c->kv_dim, sizeof(float));
+    c->att = alloc3(nb, c->q_dim, sizeof(float));
+    c->hg = alloc3(nb, hp->n_ff, sizeof(float));
+    c->hu = alloc3(nb, hp->n_ff, sizeof(float));
+    c->xq = alloc3(nb, c->xq_stride, 1);
+    c->th_scores = alloc3(nt, o.n_ctx, sizeof(float));
+    c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
+    c->th_qh_stride = PL_ALIGN_UP((size_t)hp->head_dim * sizeof(float), (size_t)64);
+    c->th_qh = alloc3(nt, c->th_qh_stride, 1);
+    c->th_vrow = alloc3(nt, hp->head_dim, sizeof(float));
+    c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
+    c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
+    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
+        !c->th_scores || !c->th_rope || !c->th_qh || !c->th_vrow || !c->seq_count ||
+        !c->out_rows) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    r = pl_threadpool_new(c->n_threads, m->pin_threads, &c->pool);
+    if (r < 0)
+        goto fail;
+    *ret = c;
+    return 0;
+
+fail:
+    pl_ctx_free(c);
+    return r;
+}
+
+int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
+    uint32_t need = 0, n_out = 0;
+
+    if (!c || !b)
+        return -EINVAL;
+    if (b->n == 0)
+        return 0;
+    if (b->n > c->n_batch || !b->token || !b->pos || !b->seq)
+        return -EINVAL;
+
+    /* Validate every entry before touching any state: token and sequence in range, and
+     * positions that continue each sequence in batch order. */
+    memset(c->seq_count, 0, c->n_seq * sizeof(*c->seq_count));
+    for (uint32_t i = 0; i < b->n; i++) {
+        int32_t tok = b->token[i], seq = b->seq[i], pos = b->pos[i];
+        if (tok < 0 || (uint32_t)tok >= c->m->hp.n_vocab || seq < 0 ||
+            (uint32_t)seq >= c->n_seq)
+            return -EINVAL;
+        if (pos < 0 || (uint64_t)pos != (uint64_t)c->kv.seq_len[seq] + c->seq_count[seq])
+            return -EINVAL;
+        c->seq_count[seq]++;
+        bool want = b->logits ? b->logits[i] : i + 1 == b->n;
+        if (want)
+            c->out_rows[n_out++] = i;
+    }
+    if (n_out > 0 && !out)
+        return -EINVAL;
+    /* Capacity: each sequence's context and the shared block pool. A sequence's count is
+     * consumed at its first entry so each is charged once. */
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint32_t seq = (uint32_t)b->seq[i];
+        if (!c->seq_count[seq])
+            continue;
+        uint32_t new_len = c->kv.seq_len[seq] + c->seq_count[seq];
+        c->seq_count[seq] = 0;
+        if (new_len > c->n_ctx)
+            return -PL_ERR_EXHAUSTED;
+        need += pl_kv_blocks_needed(&c->kv, seq, new_len);
+    }
+    if (need > c->kv.n_free)
+        return -PL_ERR_EXHAUSTED;
+
+    /* Commit: reserve the blocks (cannot fail now) and extend the sequences. */
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint32_t seq = (uint32_t)b->seq[i];
+        int r = pl_kv_reserve(&c->kv, seq, (uint32_t)b->pos[i] + 1);
+        if (r < 0)
+            return r; /* unreachable: checked above */
+        c->kv.seq_len[seq] = (uint32_t)b->pos[i] + 1;
+    }
+
+    c->b = b;
+    c->out = out;
+    c->n_out = n_out;
+    pl_threadpool_run(c->pool, forward_thread, c);
+    c->b = NULL;
+    c->out = NULL;
+    return 0;
+}
+
+uint32_t pl_ctx_seq_len(const struct pl_ctx *c, int32_t seq) {
+    if (!c || seq < 0 || (uint32_t)seq >= c->n_seq)
+        return 0;
+    return c->kv.seq_len[seq];
+}
+
+void pl_ctx_seq_clear(struct pl_ctx *c, int32_t seq) {
+    if (!c || seq < 0 || (uint32_t)seq >= c->n_seq)
+        return;
+    pl_kv_seq_clear(&c->kv, (uint32_t)seq);
+}
+
+uint32_t pl_ctx_kv_used(const struct pl_ctx *c) {
+    return c ? (c->kv.n_blocks - c->kv.n_free) * PL_KV_BLOCK_TOKENS : 0;
+}
+
+uint32_t pl_ctx_kv_total(const struct pl_ctx *c) {
+    return c ? c->kv.n_blocks * PL_KV_BLOCK_TOKENS : 0;
+}

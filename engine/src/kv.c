@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/* Paged KV cache: block pool, free list and per-sequence block tables (see kv.h). All memory
+ * is allocated once in pl_kv_init(); forward.c reserves blocks before each decode step. */
+#include "kv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl/engine_model.h"
+#include "pl/pl_err.h"
+#include "pl/pl_util.h"
+
+static uint32_t blocks_for(uint32_t n_tokens) {
+    return (uint32_t)(((uint64_t)n_tokens + PL_KV_BLOCK_TOKENS - 1) / PL_KV_BLOCK_TOKENS);
+}
+
+void pl_kv_done(struct pl_kv *kv) {
+    if (!kv)
+        return;
+    free(kv->k);
+    free(kv->v);
+    free(kv->free_ids);
+    free(kv->table);
+    free(kv->n_held);
+    free(kv->seq_len);
+    memset(kv, 0, sizeof(*kv));
+}
+
+int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_seq,
+               uint32_t n_ctx, uint32_t n_tokens, uint32_t type) {
+    size_t elt, row_bytes, block_bytes, layer_bytes, total, table_len;
+
+    memset(kv, 0, sizeof(*kv));
+    if (!n_layer || !kv_dim || !n_seq || !n_ctx || !n_tokens)
+        return -EINVAL;
+    if (type == PL_KV_F16)
+        elt = 2;
+    else if (type == PL_KV_F32)
+        elt = 4;
+    else
+        return -EINVAL;
+
+    kv->n_layer = n_layer;
+    kv->kv_dim = kv_dim;
+    kv->n_seq = n_seq;
+    kv->n_ctx = n_ctx;
+    kv->type = type;
+    kv->max_seq_blocks = blocks_for(n_ctx);
+    kv->n_blocks = blocks_for(n_tokens);
+    if (pl_mul_overflow((size_t)kv_dim, elt, &row_bytes) ||
+        pl_mul_overflow(row_bytes, (size_t)PL_KV_BLOCK_TOKENS, &block_bytes) ||
+        pl_mul_overflow(block_bytes, (size_t)kv->n_blocks, &layer_bytes) ||
+        pl_mul_overflow(layer_bytes, (size_t)n_layer, &total) ||
+        pl_mul_overflow((size_t)n_seq, (size_t)kv->max_seq_blocks, &table_len))
+        return -EOVERFLOW;
+    kv->row_bytes = row_bytes;
+    kv->layer_bytes = layer_bytes;
+
+    /* calloc: large pools come straight from mmap, zero pages mapped on first touch. */
+    kv->k = calloc(1, total);
+    kv->v = calloc(1, total);
+    kv->free_ids = calloc(kv->n_blocks, sizeof(*kv->free_ids));
+    kv->table = calloc(table_len, sizeof(*kv->table));
+    kv->n_held = calloc(n_seq, sizeof(*kv->n_held));
+    kv->seq_len = calloc(n_seq, sizeof(*kv->seq_len));
+    if (!kv->k || !kv->v || !kv->free_ids || !kv->table || !kv->n_held || !kv->seq_len) {
+        pl_kv_done(kv);
+        return -ENOMEM;
+    }
+    /* Stack with block 0 on top, so a fresh pool hands out blocks in address order. */
+    for (uint32_t i = 0; i < kv->n_blocks; i++)
+        kv->free_ids[i] = kv->n_blocks - 1 - i;
+    kv->n_free = kv->n_blocks;
+    return 0;
+}
+
+uint32_t pl_kv_blocks_needed(const struct pl_kv *kv, uint32_t seq, uint32_t new_len) {
+    uint32_t want = blocks_for(new_len);
+    return want > kv->n_held[seq] ? want - kv->n_held[seq] : 0;
+}
+
+int pl_kv_reserve(struct pl_kv *kv, uint32_t seq, uint32_t new_len) {
+    uint32_t need;
+    if (seq >= kv->n_seq || new_len > kv->n_ctx)
+        return -PL_ERR_EXHAUSTED;
+    need = pl_kv_blocks_needed(kv, seq, new_len);
+    if (need > kv->n_free)
+        return -PL_ERR_EXHAUSTED;
+    uint32_t *row = kv->table + (size_t)seq * kv->max_seq_blocks;
+    while (need--)
+        row[kv->n_held[seq]++] = kv->free_ids[--kv->n_free];
+    return 0;
+}
+
+void pl_kv_seq_clear(struct pl_kv *kv, uint32_t seq) {
+    if (seq >= kv->n_seq)
+        return;
+    uint32_t *row = kv->table + (size_t)seq * kv->max_seq_blocks;
+    /* Push in reverse so the next reservation gets the same blocks in the same order. */
+    while (kv->n_held[seq] > 0)
+        kv->free_ids[kv->n_free++] = row[--kv->n_held[seq]];
+    kv->seq_len[seq] = 0;
+}
