@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of the LLaMA model loader (engine/src/model.c): hparams and tensors of every shared
+ * model (each one also runs its prompt 0 against llama.cpp's logits), and clean refusals of
+ * broken files made by editing bytes of a copy of stories260K in memory: wrong
+ * architecture, bad hparams, missing or mis-shaped tensors, unusable types, truncation.
+ * Needs $PICOLM_TEST_DATA/models (exit 77 when missing). */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pl/engine_model.h"
+#include "pl/engine_tokenizer.h"
+#include "pl/engine_types.h"
+#include "pl/pl_err.h"
+
+static char g_dir[4096];
+static uint8_t *g_img; /* stories260K.gguf */
+static size_t g_img_len;
+
+static void *slurp(const char *path, size_t *ret_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = (len + 65536 + 1) * 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        size_t got = fread(buf + len, 1, 65536, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    buf[len] = 0;
+    *ret_len = len;
+    return buf;
+}
+
+/* ---- Every shared model loads and reproduces llama.cpp's logits for prompt 0 ---- */
+
+struct model_case {
+    const char *name;
+    uint32_t n_vocab;
+    bool tied;
+    double tol; /* max |ours - llama.cpp| / row max |logit| */
+};
+
+/* Tolerances: F32/F16 files agree to float rounding; quantized files differ by about 2% of
+ * the row max in any implementation that is not bit-for-bit llama.cpp (models README). */
+#define TOL_FLOAT 2e-3
+#define TOL_QUANT 4e-2
+
+static const struct model_case k_models[] = {
+    {"stories260K", 512, false, TOL_FLOAT},
+    {"stories260K-F16", 512, false, TOL_FLOAT},
+    {"tiny-llama-spm-Q4_K_M", 32000, false, TOL_QUANT},
+    {"tiny-llama-spm-Q5_K_M", 32000, false, TOL_QUANT},
+    {"tiny-llama-spm-Q3_K_M", 32000, false, TOL_QUANT},
+    {"tiny-llama-spm-Q2_K", 32000, false, TOL_QUANT},
+    {"tiny-llama-spm-tied-Q8_0", 32000, true, TOL_QUANT},
+    {"tiny-llama-gpt2-Q4_0", 50257, false, TOL_QUANT},
+};
+
+static uint32_t json_numbers(const char **at, const char *key, double *out, uint32_t cap) {
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\": [", key);
+    const char *p = strstr(*at, pat);
+    assert_non_null(p);
+    p += strlen(pat);
+    uint32_t n = 0;
+    while (*p && *p != ']') {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        assert_true(n < cap);
+        out[n++] = v;
+        p = end;
+    }
+    *at = p;
+    return n;
+}
+
+static void run_model_case(const struct model_case *mc) {
+    char path[4200];
+    size_t json_len, bin_len;
+    char err[512];
+    struct pl_model *m = NULL;
+    struct pl_model_opts mo = {.n_threads = 2};
+
+    snprintf(path, sizeof(path), "%s/%s.gguf", g_dir, mc->name);
+    int r = pl_model_load(path, &mo, &m, err, sizeof(err));
+    if (r == -ENOENT) {
+        print_message("%s: missing, skipped\n", mc->name);
+        return;
+    }
+    if (r < 0)
+        fail_msg("%s: %d %s", mc->name, r, err);
+    const struct pl_model_hparams *hp = pl_model_hparams(m);
+    assert_string_equal(hp->arch, "llama");
+    assert_int_equal(hp->n_vocab, mc->n_vocab);
+    assert_int_equal(hp->tied_output, mc->tied);
+    assert_false(hp->has_qkv_bias);
+    assert_true(hp->n_params > 0 && hp->weight_bytes > 0);
+    assert_int_equal(pl_tokenizer_n_vocab(pl_model_tokenizer(m)), mc->n_vocab);
+
+    snprintf(path, sizeof(path), "%s/%s.ref.json", g_dir, mc->name);
+    char *json = slurp(path, &json_len);
+    snprintf(path, sizeof(path), "%s/%s.logits.bin", g_dir, mc->name);
+    float *bin = slurp(path, &bin_len);
+    assert_non_null(json);
+    assert_non_null(bin);
+    assert_true(bin_len >= (size_t)3 * hp->n_vocab * sizeof(float));
+
+    double ids[512], lpos[3];
+    const char *at = strstr(json, "\"prompts\"");
+    assert_non_null(at);
+    uint32_t n = json_numbers(&at, "token_ids", ids, 512);
+    assert_int_equal(json_numbers(&at, "logit_positions", lpos, 3), 3);
+
+    struct pl_ctx_opts co = {.n_ctx = 512, .n_batch = 64, .kv_type = PL_KV_F32};
+    struct pl_ctx *c = NULL;
+    assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+    int32_t tok[512], pos[512], seq[512];
+    bool lg[512];
+    for (uint32_t i = 0; i < n; i++) {
+        tok[i] = (int32_t)ids[i], pos[i] = (int32_t)i, seq[i] = 0;
+        lg[i] = i == (uint32_t)lpos[0] || i == (uint32_t)lpos[1] || i == (uint32_t)lpos[2];
+    }
+    const uint32_t nv = hp->n_vocab;
+    float *out = calloc((size_t)3 * nv, sizeof(float));
+    assert_non_null(out);
+    uint32_t k = 0;
+    for (uint32_t i0 = 0; i0 < n; i0 += 64) {
+        uint32_t cnt = n - i0 < 64 ? n - i0 : 64, wanted = 0;
+        for (uint32_t i = 0; i < cnt; i++)
+            wanted += lg[i0 + i];
+        struct pl_batch b = {.n = cnt, .token = tok + i0, .pos = pos + i0, .seq = seq + i0,
+                             .logits = lg + i0};
+        assert_int_equal(pl_ctx_decode(c, &b, out + (size_t)k * nv), 0);
+        k += wanted;
+    }
+    assert_int_equal(k, 3);
+
+    double worst = 0, worst_abs = 0;
+    for (uint32_t s = 0; s < 3; s++) {
+        const float *got = out + (size_t)s * nv, *want = bin + (size_t)s * nv;
+        double md = 0, mx = 0;
+        for (uint32_t i = 0; i < nv; i++) {
+            assert_true(isfinite(got[i]));
+            md = fmax(md, fabs((double)got[i] - want[i]));
+            mx = fmax(mx, fabs((double)want[i]));
+        }
+        worst = fmax(worst, md / mx);
+        worst_abs = fmax(worst_abs, md);
+    }
+    print_message("%-26s max abs diff %-10.4g rel (of row max |logit|) %.3g\n", mc->name,
+                  worst_abs, worst);
+    assert_true(worst < mc->tol);
+
+    free(out);
+    free(json);
+    free(bin);
+    pl_ctx_free(c);
+    pl_model_free(m);
+}
+
+static void test_model_every_shared_model_loads_and_runs(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof(k_models) / sizeof(k_models[0]); i++)
+        run_model_case(&k_models[i]);
+}
+
+/* ---- Broken files, made by editing a copy of stories260K ---- */
+
+/* Offset of the value of metadata key `key` (just after its u32 type), or fail. The key is
+ * matched with its u64 length prefix so "head_count" does not find "head_count_kv". */
+static size_t kv_value_off(const uint8_t *img, size_t len, const char *key) {
+    size_t kl = strlen(key);
+    for (size_t i = 8; i + kl + 4 <= len; i++) {
+        uint64_t l;
+        if (memcmp(img + i, key, kl) != 0)
+            continue;
+        memcpy(&l, img + i - 8, 8);
+        if (l == kl)
+            return i + kl + 4;
+    }
+    fail_msg("key %s not found", key);
+    return 0;
+}
+
+/* Offset of tensor info `name` (the name's first byte). */
+static size_t tensor_info_off(const uint8_t *img, size_t len, const char *name) {
+    size_t kl = strlen(name);
+    for (size_t i = 8; i + kl <= len; i++) {
+        uint64_t l;
+        if (memcmp(img + i, name, kl) != 0)
+            continue;
+        memcpy(&l, img + i - 8, 8);
+        if (l == kl)
+            return i;
+    }
+    fail_msg("tensor %s not found", name);
+    return 0;
+}
+
+static uint8_t *copy_img(void) {
+    uint8_t *c = malloc(g_img_len);
+    assert_non_null(c);
+    memcpy(c, g_img, g_img_len);
+    return c;
+}
+
+/* Load img and expect error want with err containing needle. */
+static void expect_fail(const uint8_t *img, size_t len, int want, const char *needle) {
+    struct pl_model *m = (struct pl_model *)&m;
+    char err[512] = "";
+    int r = pl_model_load_mem(img, len, NULL, &m, err, sizeof(err));
+    if (r != want || (needle && !strstr(err, needle)))
+        fail_msg("want %d '%s', got %d '%s'", want, needle ? needle : "", r, err);
+    assert_ptr_equal(m, (struct pl_model *)&m); /* *ret untouched */
+}
+
+static void set_u32(uint8_t *img, const char *key, uint32_t v) {
+    memcpy(img + kv_value_off(img, g_img_len, key), &v, 4);
+}
+
+static void test_model_loads_pristine_image(void **state) {
+    (void)state;
+    struct pl_model *m = NULL;
+    char err[256];
+    assert_int_equal(pl_model_load_mem(g_img, g_img_len, NULL, &m, err, sizeof(err)), 0);
+    const struct pl_model_hparams *hp = pl_model_hparams(m);
+    assert_int_equal(hp->n_embd, 64);
+    assert_int_equal(hp->n_layer, 5);
+    assert_int_equal(hp->n_head, 8);
+    assert_int_equal(hp->n_head_kv, 4);
+    assert_int_equal(hp->head_dim, 8);
+    assert_int_equal(hp->n_rot, 8);
+    assert_int_equal(hp->n_ff, 172);
+    assert_int_equal(hp->n_ctx_train, 2048);
+    assert_true(hp->rope_freq_base == 10000.0f);
+    assert_true(hp->rope_freq_scale == 1.0f);
+    assert_true(fabsf(hp->rms_eps - 1e-5f) < 1e-9f);
+    assert_false(hp->tied_output);
+    assert_non_null(pl_model_gguf(m));
+    pl_model_free(m);
+    pl_model_free(NULL);
+}
+
+static void test_model_rejects_other_architecture(void **state) {
+    (void)state;
+    uint8_t *img = copy_img();
+    size_t off = kv_value_off(img, g_img_len, "general.architecture");
+    memcpy(img + off + 8, "gemma", 5); /* same length as "llama" */
+    expect_fail(img, g_img_len, -PL_ERR_UNSUPPORTED, "architecture 'gemma'");
+    free(img);
+}
+
+static void test_model_rejects_bad_hparams(void **state) {
+    (void)state;
+    static const struct {
+        const char *key;
+        uint32_t v;
+        int err;
+        const char *needle;
+    } cases[] = {
+        {"llama.embedding_length", 0, -PL_ERR_FORMAT, "embedding_length = 0"},
+        {"llama.embedding_length", 60, -PL_ERR_FORMAT, "not a multiple of head_count"},
+        {"llama.embedding_length", 1u << 20, -PL_ERR_FORMAT, "out of range"},
+        {"llama.block_count", 0, -PL_ERR_FORMAT, "block_count"},
+        {"llama.block_count", 6, -PL_ERR_FORMAT, "missing tensor 'blk.5.attn_norm.weight'"},
+        {"llama.attention.head_count", 0, -PL_ERR_FORMAT, "head_count"},
+        {"llama.attention.head_count_kv", 3, -PL_ERR_FORMAT, "not a multiple of head_count_kv"},
+        {"llama.attention.head_count_kv", 9, -PL_ERR_FORMAT, "head_count_kv"},
+        {"llama.attention.head_count_kv", 8, -PL_ERR_FORMAT, "blk.0.attn_k.weight"},
+        {"llama.feed_forward_length", 171, -PL_ERR_FORMAT, "blk.0.ffn_gate.weight"},
+        {"llama.context_length", 0, -PL_ERR_FORMAT, "context_length"},
+        {"llama.rope.dimension_count", 7, -PL_ERR_FORMAT, "rope.dimension_count"},
+        {"llama.rope.dimension_count", 16, -PL_ERR_FORMAT, "rope.dimension_count"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t *img = copy_img();
+        set_u32(img, cases[i].key, cases[i].v);
+        expect_fail(img, g_img_len, cases[i].err, cases[i].needle);
+        free(img);
+    }
+}
+
+static void test_model_rejects_bad_float_hparams(void **state) {
+    (void)state;
+    uint8_t *img = copy_img();
+    float nan = NAN, neg = -1.0f;
+    size_t off = kv_value_off(img, g_img_len, "llama.attention.layer_norm_rms_epsilon");
+    memcpy(img + off, &nan, 4);
+    expect_fail(img, g_img_len, -PL_ERR_FORMAT, "not finite");
+    memcpy(img + off, &neg, 4);
+    expect_fail(img, g_img_len, -PL_ERR_FORMAT, "layer_norm_rms_epsilon");
+    free(img);
+}
+
+static void test_model_rejects_missing_and_misshaped_tensors(void **state) {
+    (void)state;
+    uint8_t *img = copy_img();
+    size_t off = tensor_info_off(img, g_img_len, "blk.3.attn_q.weight");
+    img[off + 6] = 'Q'; /* blk.3.attn_Q.weight */
+    expect_fail(img, g_img_len, -PL_ERR_FORMAT, "missing tensor 'blk.3.attn_q.weight'");
+    free(img);
+
+    /* ffn_gate [64, 172] written as [172, 64]: same bytes, wrong shape. */
+    img = copy_img();
+    off = tensor_info_off(img, g_img_len, "blk.2.ffn_gate.weight") + strlen("blk.2.ffn_gate.weight");
+    uint32_t n_dims;
+    uint64_t ne[2];
+    memcpy(&n_dims, img + off, 4);
+    assert_int_equal(n_dims, 2);
+    memcpy(ne, img + off + 4, 16);
+    assert_true(ne[0] == 64 && ne[1] == 172);
+    uint64_t swapped[2] = {ne[1], ne[0]};
+    memcpy(img + off + 4, swapped, 16);
+    expect_fail(img, g_img_len, -PL_ERR_FORMAT, "'blk.2.ffn_gate.weight' has shape [172, 64");
+    free(img);
+
+    /* A norm weight typed I32 (same size as F32): no kernels for it. */
+    img = copy_img();
+    off = tensor_info_off(img, g_img_len, "blk.1.ffn_norm.weight") + strlen("blk.1.ffn_norm.weight");
+    memcpy(&n_dims, img + off, 4);
+    uint32_t i32 = PL_GGML_TYPE_I32;
+    memcpy(img + off + 4 + 8 * n_dims, &i32, 4);
+    expect_fail(img, g_img_len, -PL_ERR_UNSUPPORTED, "'blk.1.ffn_norm.weight' has type I32");
+    free(img);
+}
+
+/* Without output.weight the embedding matrix is the output projection; in stories260K the
+ * two are equal, so the logits must not change. */
+static void test_model_ties_output_to_embeddings(void **state) {
+    (void)state;
+    uint8_t *img = copy_img();
+    size_t off = tensor_info_off(img, g_img_len, "output.weight");
+    img[off] = 'X'; /* Xutput.weight: ignored */
+    struct pl_model *a = NULL, *b = NULL;
+    char err[256];
+    assert_int_equal(pl_model_load_mem(g_img, g_img_len, NULL, &a, err, sizeof(err)), 0);
+    assert_int_equal(pl_model_load_mem(img, g_img_len, NULL, &b, err, sizeof(err)), 0);
+    assert_false(pl_model_hparams(a)->tied_output);
+    assert_true(pl_model_hparams(b)->tied_output);
+
+    struct pl_ctx *ca = NULL, *cb = NULL;
+    struct pl_ctx_opts co = {.n_ctx = 16};
+    assert_int_equal(pl_ctx_new(a, &co, &ca), 0);
+    assert_int_equal(pl_ctx_new(b, &co, &cb), 0);
+    float la[512], lb[512];
+    for (int32_t p = 0; p < 4; p++) {
+        int32_t tok = 1 + 37 * p, seq = 0;
+        struct pl_batch bt = {.n = 1, .token = &tok, .pos = &p, .seq = &seq};
+        assert_int_equal(pl_ctx_decode(ca, &bt, la), 0);
+        assert_int_equal(pl_ctx_decode(cb, &bt, lb), 0);
+        assert_memory_equal(la, lb, sizeof(la));
+    }
+    pl_ctx_free(ca);
+    pl_ctx_free(cb);
+    pl_model_free(a);
+    pl_model_free(b);
+    free(img);
+}
+
+/* Every truncation fails cleanly (and never crashes, also under ASan). */
+static void test_model_rejects_truncated_files(void **state) {
+    (void)state;
+    for (size_t cut = 0; cut < g_img_len; cut += cut < 4096 ? 97 : g_img_len / 37) {
+        struct pl_model *m = NULL;
+        char err[256];
+        int r = pl_model_load_mem(g_img, cut, NULL, &m, err, sizeof(err));
+        if (r == 0)
+            fail_msg("truncated at %zu of %zu bytes: loaded", cut, g_img_len);
+        assert_true(r == -PL_ERR_FORMAT || r == -EINVAL);
+        assert_true(err[0] != '\0');
+    }
+}
+
+static void test_model_rejects_bad_arguments(void **state) {
+    (void)state;
+    struct pl_model *m = NULL;
+    char err[256];
+    struct pl_model_opts o = {.n_threads = 100000};
+    assert_int_equal(pl_model_load(NULL, NULL, &m, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pl_model_load_mem(g_img, g_img_len, &o, &m, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pl_model_load("/nonexistent/x.gguf", NULL, &m, NULL, 0), -ENOENT);
+}
+
+int main(void) {
+    const char *data = getenv("PICOLM_TEST_DATA");
+    char path[4200];
+    if (!data || !*data) {
+        fprintf(stderr, "PICOLM_TEST_DATA not set: skipping\n");
+        return 77;
+    }
+    snprintf(g_dir, sizeof(g_dir), "%s/models", data);
+    snprintf(path, sizeof(path), "%s/stories260K.gguf", g_dir);
+    g_img = slurp(path, &g_img_len);
+    if (!g_img) {
+        fprintf(stderr, "%s missing: skipping\n", path);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_loads_pristine_image),
+        cmocka_unit_test(test_model_rejects_other_architecture),
+        cmocka_unit_test(test_model_rejects_bad_hparams),
+        cmocka_unit_test(test_model_rejects_bad_float_hparams),
+        cmocka_unit_test(test_model_rejects_missing_and_misshaped_tensors),
+        cmocka_unit_test(test_model_ties_output_to_embeddings),
+        cmocka_unit_test(test_model_rejects_truncated_files),
+        cmocka_unit_test(test_model_rejects_bad_arguments),
+        cmocka_unit_test(test_model_every_shared_model_loads_and_runs),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    free(g_img);
+    return r;
+}
