@@ -467,11 +467,10 @@ static void unpack_2bit(const uint8_t *qs, int8_t q[PL_QK_K]) {
 
 static void q3_K_unpack(const struct pl_block_q3_K *b, int8_t q[PL_QK_K]) {
     unpack_2bit(b->qs, q);
-    for (int i = 0; i < PL_QK_K; i++) {
-        int bit = 4 * (i / 128) + (i / 32) % 4;
-        if (!((b->hmask[i % 32] >> bit) & 1))
-            q[i] = (int8_t)(q[i] - 4);
-    }
+    /* element 32*k + l: bit k of hmask[l] */
+    for (int k = 0; k < PL_QK_K / 32; k++)
+        for (int l = 0; l < 32; l++)
+            q[32 * k + l] = (int8_t)(q[32 * k + l] - (((b->hmask[l] >> k) & 1) ? 0 : 4));
 }
 
 /* Q4_K/Q5_K: element 64*g + 32*half + l is nibble `half` of qs[32g + l] (+16 for Q5_K
