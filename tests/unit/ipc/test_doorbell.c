@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for ipc/src/doorbell.c: eventfd ring/drain/sleep, the producer rings only when
+ * the consumer asked for it, a saturated counter never blocks the ringer, and the lost-wake-up
+ * test: a million sleep/wake cycles between two threads with no hang (watchdog). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ipc_test_util.h"
+#include "pl/ipc_doorbell.h"
+#include "pl/ipc_region.h"
+#include "pl/ipc_ring.h"
+#include "pl/pl_err.h"
+
+static void test_doorbell_ring_then_drain(void **state) {
+    (void)state;
+    int fd;
+    assert_int_equal(pl_ipc_doorbell_open(&fd), 0);
+    assert_int_equal(pl_ipc_doorbell_drain(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0); /* rings coalesce */
+    assert_int_equal(pl_ipc_doorbell_drain(fd), 1);
+    assert_int_equal(pl_ipc_doorbell_drain(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_sleep(fd, -1), 0); /* already rung: returns at once */
+    assert_int_equal(pl_ipc_doorbell_drain(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_sleep(fd, 0), -ETIMEDOUT);
+    close(fd);
+}
+
+static void test_doorbell_saturated_counter_does_not_block(void **state) {
+    (void)state;
+    int fd;
+    assert_int_equal(pl_ipc_doorbell_open(&fd), 0);
+    /* A hostile peer pushes the counter to its maximum; our ring must still return. */
+    uint64_t v = 0xfffffffffffffffeull;
+    assert_int_equal(write(fd, &v, sizeof(v)), (ssize_t)sizeof(v));
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_drain(fd), 1);
+    close(fd);
+}
+
+static void test_doorbell_closed_fd_is_an_error(void **state) {
+    (void)state;
+    assert_true(pl_ipc_doorbell_ring(-1) < 0);
+    assert_true(pl_ipc_doorbell_drain(-1) < 0);
+}
+
+/* The producer rings the doorbell only while the consumer has NEED_WAKEUP set. */
+static void test_doorbell_notify_rings_only_for_sleeper(void **state) {
+    (void)state;
+    struct pl_ipc_region reg = PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&reg, 4096, 4096, 256), 0);
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_BROKER, &bsq, &bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_CLIENT, &csq, &ccq), 0);
+    int bfd, cfd;
+    assert_int_equal(pl_ipc_doorbell_open(&bfd), 0);
+    assert_int_equal(pl_ipc_doorbell_open(&cfd), 0);
+
+    /* steady stream, consumer awake: no ring */
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+        assert_int_equal(pl_ipc_doorbell_notify(&csq, bfd), 0);
+    }
+    assert_int_equal(pl_ipc_doorbell_drain(bfd), 0);
+    uint8_t b[16];
+    uint32_t ty, ln;
+    while (pl_ipc_ring_read(&bsq, b, sizeof(b), &ty, &ln) == 1) {
+    }
+    /* consumer goes to sleep: the next publish rings */
+    assert_int_equal(pl_ipc_ring_sleep_prepare(&bsq, 0), 0);
+    assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_doorbell_notify(&csq, bfd), 0);
+    assert_int_equal(pl_ipc_doorbell_sleep(bfd, -1), 0);
+    pl_ipc_ring_sleep_finish(&bsq);
+    assert_int_equal(pl_ipc_ring_read(&bsq, b, sizeof(b), &ty, &ln), 1);
+
+    /* wait with data present returns without sleeping, and publishes our consumption */
+    assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_doorbell_notify(&csq, bfd), 0);
+    assert_int_equal(pl_ipc_doorbell_wait(&bsq, 0, bfd, cfd, 0, -1), 0);
+    /* an empty ring with a timeout */
+    assert_int_equal(pl_ipc_ring_read(&bsq, b, sizeof(b), &ty, &ln), 1);
+    assert_int_equal(pl_ipc_doorbell_wait(&bsq, 0, bfd, cfd, 1000, 0), -ETIMEDOUT);
+    close(bfd);
+    close(cfd);
+    pl_ipc_region_done(&reg);
+}
+
+/* ---- Lost wake-up: ping-pong where every wait ends in a real sleep ---- */
+
+struct pp {
+    struct pl_ipc_region reg;
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    int bfd, cfd;
+    uint64_t target_sleeps;
+    uint64_t rounds; /* round trips done, set by the client side at the end */
+    _Atomic uint64_t progress;
+    _Atomic uint64_t sleeps;
+    int result;
+};
+
+/* Wait with no spin: every empty ring leads to the flag/fence/re-check/sleep path. */
+static int wait_counted(struct pp *p, struct pl_ipc_ring *r, int wait_fd, int peer_fd) {
+    int rc = pl_ipc_doorbell_notify(r, peer_fd);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        rc = pl_ipc_ring_ready(r, 0);
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        rc = pl_ipc_ring_sleep_prepare(r, 0);
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
+        rc = pl_ipc_doorbell_sleep(wait_fd, -1);
+        pl_ipc_ring_sleep_finish(r);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static void *pp_broker(void *arg) {
+    struct pp *p = arg;
+    uint8_t b[64];
+    for (uint64_t i = 0;; i++) {
+        uint32_t ty, ln;
+        int rc;
+        while ((rc = pl_ipc_ring_read(&p->bsq, b, sizeof(b), &ty, &ln)) == 0)
+            if ((rc = wait_counted(p, &p->bsq, p->bfd, p->cfd)) < 0)
+                break;
+        if (rc == 1 && ty == 9)
+            break; /* the client is done */
+        if (rc < 0 || ln != 8 || memcmp(b, &i, 8) != 0 ||
+            pl_ipc_doorbell_notify(&p->bsq, p->cfd) < 0) {
+            p->result = -1;
+            return NULL;
+        }
+        if (pl_ipc_ring_push(&p->bcq, 2, b, 8) < 0 || pl_ipc_doorbell_notify(&p->bcq, p->cfd) < 0) {
+            p->result = -2;
+            return NULL;
+        }
+    }
+    (void)pl_ipc_doorbell_notify(&p->bsq, p->cfd);
+    return NULL;
+}
+
+static void test_doorbell_no_lost_wakeup_in_a_million_cycles(void **state) {
+    (void)state;
+    struct pp *p = calloc(1, sizeof(*p));
+    assert_non_null(p);
+    /* Round trips go on until both sides together really slept target_sleeps times (a wait
+     * that finds data on its re-check does not count). */
+    p->target_sleeps = pt_env_count("PL_IPC_WAKE_CYCLES", 1000000);
+    p->reg = (struct pl_ipc_region)PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&p->reg, 4096, 4096, 256), 0);
+    assert_int_equal(pl_ipc_region_rings(&p->reg, PL_IPC_REGION_BROKER, &p->bsq, &p->bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&p->reg, PL_IPC_REGION_CLIENT, &p->csq, &p->ccq), 0);
+    assert_int_equal(pl_ipc_doorbell_open(&p->bfd), 0);
+    assert_int_equal(pl_ipc_doorbell_open(&p->cfd), 0);
+
+    struct pt_watchdog w;
+    pt_watchdog_start(&w, &p->progress, 10, "sleep/wake ping-pong");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, pp_broker, p), 0);
+    uint8_t b[64];
+    uint64_t i;
+    for (i = 0; atomic_load_explicit(&p->sleeps, memory_order_relaxed) < p->target_sleeps; i++) {
+        assert_int_equal(pl_ipc_ring_push(&p->csq, 1, &i, 8), 0);
+        assert_int_equal(pl_ipc_doorbell_notify(&p->csq, p->bfd), 0);
+        uint32_t ty, ln;
+        int rc;
+        while ((rc = pl_ipc_ring_read(&p->ccq, b, sizeof(b), &ty, &ln)) == 0)
+            assert_int_equal(wait_counted(p, &p->ccq, p->cfd, p->bfd), 0);
+        assert_int_equal(rc, 1);
+        assert_memory_equal(b, &i, 8);
+        /* hand the space back: a consumer that never publishes starves its producer */
+        assert_int_equal(pl_ipc_doorbell_notify(&p->ccq, p->bfd), 0);
+        atomic_store_explicit(&p->progress, i + 1, memory_order_relaxed);
+    }
+    p->rounds = i;
+    assert_int_equal(pl_ipc_ring_push(&p->csq, 9, NULL, 0), 0);
+    assert_int_equal(pl_ipc_doorbell_notify(&p->csq, p->bfd), 0);
+    pthread_join(th, NULL);
+    pt_watchdog_stop(&w);
+    assert_int_equal(p->result, 0);
+    uint64_t sleeps = atomic_load(&p->sleeps);
+    print_message("round trips %llu, real sleeps %llu\n", (unsigned long long)p->rounds,
+                  (unsigned long long)sleeps);
+    assert_true(sleeps >= p->target_sleeps);
+    close(p->bfd);
+    close(p->cfd);
+    pl_ipc_region_done(&p->reg);
+    free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_doorbell_ring_then_drain),
+        cmocka_unit_test(test_doorbell_saturated_counter_does_not_block),
+        cmocka_unit_test(test_doorbell_closed_fd_is_an_error),
+        cmocka_unit_test(test_doorbell_notify_rings_only_for_sleeper),
+        cmocka_unit_test(test_doorbell_no_lost_wakeup_in_a_million_cycles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
