@@ -96,7 +96,11 @@ struct pl_gguf;
  * non-empty, names have no NUL byte, every ne >= 1, bool values are 0 or 1,
  * `general.alignment` is a uint32 power of two. The data section starts at the first
  * alignment boundary after the tensor infos (for a file without tensors it may be the
- * file size when the padding is missing). */
+ * file size when the padding is missing). Every pointer the accessors return (kvs, strings,
+ * arrays, tensors, tensor data) points into the mapping or the reader and stays valid until
+ * pl_gguf_close(). The reader is immutable after open: concurrent lookups are safe. The file
+ * must not be truncated while mapped (reads would fault with SIGBUS); weights that must
+ * outlive that risk are copied out by the loader. */
 int pl_gguf_open(const char *path, struct pl_gguf **ret, char *err, size_t err_len);
 
 /* Parse a caller's buffer (borrowed: it must outlive the returned object). Same errors,
