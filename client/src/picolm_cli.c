@@ -276,7 +276,15 @@ static int cmd_generate(int argc, char **argv) {
     rc = EXIT_USAGE;
     if (open_backend(&c, &b) < 0)
         goto out;
-    if (!tokens_arg) {
+    if (tokens_arg) {
+        uint32_t n_vocab = b->ops->n_vocab(b);
+        for (size_t i = 0; i < n_ids; i++) {
+            if ((uint32_t)ids[i] >= n_vocab) {
+                die_line("--tokens: token %" PRId32 " out of range [0, %u)", ids[i], n_vocab);
+                goto out;
+            }
+        }
+    } else {
         const char *text = prompt ? prompt : "";
         int r = b->ops->tokenize(b, text, strlen(text), true, &ids, &n_ids);
         if (r < 0) {
@@ -672,7 +680,7 @@ int main(int argc, char **argv) {
     static char outbuf[STDOUT_BUF_BYTES];
     (void)setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
     if (argc < 2) {
-        usage(stderr);
+        die_line("missing command: generate, tokenize, eval or info (see 'picolm --help')");
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
