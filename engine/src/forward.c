@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,12 +51,11 @@ struct pl_ctx {
     float *hu;       /* [n_batch][n_ff] up */
     uint8_t *xq;     /* [n_batch][xq_stride] activations in a weight's vec_dot_type */
     size_t xq_stride;
-    /* Per thread: scores [n_ctx], rope cache [n_rot], q head in the cache type
-     * [head_dim * 4 bytes], one V head row as f32 [head_dim]. */
+    /* Per thread: scores [n_ctx], rope cache [n_rot], the query head rounded to the cache
+     * type [head_dim] floats. */
     float *th_scores;
     float *th_rope;
     uint8_t *th_qh;
-    float *th_vrow;
     size_t th_qh_stride;
 
     /* Validation scratch and the current step (set by the caller before the parallel run). */
@@ -163,6 +163,30 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
 
 /* ---- Attention ---- */
 
+/* f16 -> f32 for every half value: the cache is read element by element in the attention
+ * loops, where a call per element would dominate (as ggml's ggml_table_f32_f16). Filled once
+ * by pl_ctx_new(), read-only afterwards. */
+static float fp16_table[1u << 16];
+static pthread_once_t fp16_table_once = PTHREAD_ONCE_INIT;
+
+static void fp16_table_fill(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++)
+        fp16_table[i] = pl_fp16_to_f32((uint16_t)i);
+}
+
+/* The f32 value of the f16 nearest to f (ties to even), for 0 <= f <= 1 (probabilities):
+ * what pl_fp16_to_f32(pl_f32_to_fp16(f)) gives, without the calls. */
+static inline float round_to_f16(float f) {
+    if (f < 6.103515625e-05f) /* below 2^-14: f16 subnormals, quantum 2^-24 */
+        return rintf(f * 16777216.0f) * (1.0f / 16777216.0f);
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    u += 0x0FFFu + ((u >> 13) & 1u); /* round the 13 dropped mantissa bits to even */
+    u &= ~0x1FFFu;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
 /* cache[0..n_rot) = interleaved (cos, sin) for pos, as ggml_rope_cache_init with ext_factor
  * 0 and attn_factor 1: theta starts at pos and is multiplied by theta_scale per pair. */
 static void rope_cache(const struct pl_ctx *c, int32_t pos, float *cache) {
@@ -202,17 +226,16 @@ static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32
     const size_t head_off = (size_t)kvh * hd * (kv->type == PL_KV_F16 ? 2 : 4);
     const float *qh = c->q + (size_t)t * c->q_dim + (size_t)h * hd;
     float *scores = c->th_scores + (size_t)ith * c->n_ctx;
-    float *vrow = c->th_vrow + (size_t)ith * hd;
     float *o = c->att + (size_t)t * c->q_dim + (size_t)h * hd;
-    const pl_quant_vec_dot_fn dot = c->kv_k->vec_dot;
-    const void *qx = qh;
     const bool f16 = kv->type == PL_KV_F16;
+    const float *qx = qh;
 
-    /* As ggml's mul_mat: the query is converted to the cache type's vec_dot_type. */
+    /* As ggml's mul_mat: with an F16 cache the query is rounded to f16 first. */
     if (f16) {
-        uint8_t *qb = c->th_qh + (size_t)ith * c->th_qh_stride;
-        c->kv_k->from_f32(qh, qb, hd);
-        qx = qb;
+        float *qr = (float *)(void *)(c->th_qh + (size_t)ith * c->th_qh_stride);
+        for (uint32_t d = 0; d < hd; d++)
+            qr[d] = fp16_table[pl_f32_to_fp16(qh[d])];
+        qx = qr;
     }
 
     /* Scores, scaled after the dot product (ggml_soft_max_ext with scale). */
@@ -221,7 +244,18 @@ static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32
         const uint8_t *kb = pl_kv_k_block(kv, il, seq, bi) + head_off;
         uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
         for (uint32_t s = 0; s < n; s++) {
-            float sc = dot(hd, kb + (size_t)s * kv->row_bytes, qx) * c->kq_scale;
+            const void *kr = kb + (size_t)s * kv->row_bytes;
+            float acc = 0.0f;
+            if (f16) {
+                const uint16_t *k16 = kr;
+                for (uint32_t d = 0; d < hd; d++)
+                    acc += fp16_table[k16[d]] * qx[d];
+            } else {
+                const float *k32 = kr;
+                for (uint32_t d = 0; d < hd; d++)
+                    acc += k32[d] * qx[d];
+            }
+            float sc = acc * c->kq_scale;
             scores[b0 + s] = sc;
             max = sc > max ? sc : max;
         }
@@ -241,18 +275,19 @@ static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32
         const uint8_t *vb = pl_kv_v_block(kv, il, seq, bi) + head_off;
         uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
         for (uint32_t s = 0; s < n; s++) {
+            const void *vr = vb + (size_t)s * kv->row_bytes;
             float p = scores[b0 + s] * inv;
-            const float *vr;
             if (f16) {
                 /* ggml rounds the probabilities to the cache type for the KQ*V product. */
-                p = pl_fp16_to_f32(pl_f32_to_fp16(p));
-                c->kv_k->to_f32(vb + (size_t)s * kv->row_bytes, vrow, hd);
-                vr = vrow;
+                p = round_to_f16(p);
+                const uint16_t *v16 = vr;
+                for (uint32_t d = 0; d < hd; d++)
+                    o[d] += p * fp16_table[v16[d]];
             } else {
-                vr = (const float *)(const void *)(vb + (size_t)s * kv->row_bytes);
+                const float *v32 = vr;
+                for (uint32_t d = 0; d < hd; d++)
+                    o[d] += p * v32[d];
             }
-            for (uint32_t d = 0; d < hd; d++)
-                o[d] += p * vr[d];
         }
     }
 }
@@ -397,7 +432,6 @@ void pl_ctx_free(struct pl_ctx *c) {
     free(c->th_scores);
     free(c->th_rope);
     free(c->th_qh);
-    free(c->th_vrow);
     free(c->seq_count);
     free(c->out_rows);
     free(c);
@@ -448,8 +482,8 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->rope_theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
     c->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
     c->kv_k = pl_quant_kernels(o.kv_type == PL_KV_F16 ? PL_GGML_TYPE_F16 : PL_GGML_TYPE_F32);
-    if (!c->kv_k || !c->kv_k->vec_dot || !c->kv_k->to_f32 ||
-        (o.kv_type == PL_KV_F16 && !c->kv_k->from_f32)) {
+    (void)pthread_once(&fp16_table_once, fp16_table_fill);
+    if (!c->kv_k || (o.kv_type == PL_KV_F16 && !c->kv_k->from_f32)) {
         r = -PL_ERR_UNSUPPORTED;
         goto fail;
     }
@@ -488,11 +522,10 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
     c->th_qh_stride = PL_ALIGN_UP((size_t)hp->head_dim * sizeof(float), (size_t)64);
     c->th_qh = alloc3(nt, c->th_qh_stride, 1);
-    c->th_vrow = alloc3(nt, hp->head_dim, sizeof(float));
     c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
-        !c->th_scores || !c->th_rope || !c->th_qh || !c->th_vrow || !c->seq_count ||
+        !c->th_scores || !c->th_rope || !c->th_qh || !c->seq_count ||
         !c->out_rows) {
         r = -ENOMEM;
         goto fail;
