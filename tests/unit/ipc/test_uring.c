@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for ipc/src/uring.c: multishot poll on a doorbell, eventfd read, accept on a
+ * listening SOCK_SEQPACKET socket, hang-up detection, cancel, timeouts, argument checks.
+ * Exits 77 (skip) when the kernel has no usable io_uring. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pl/ipc_doorbell.h"
+#include "pl/ipc_uring.h"
+#include "pl/pl_err.h"
+
+static int setup(void **state) {
+    struct pl_ipc_uring *u;
+    int r = pl_ipc_uring_new(64, &u);
+    if (r < 0)
+        return -1;
+    *state = u;
+    return 0;
+}
+
+static int teardown(void **state) {
+    pl_ipc_uring_free(*state);
+    return 0;
+}
+
+/* Wait for exactly one event (fails the test on timeout). */
+static struct pl_ipc_uring_event one(struct pl_ipc_uring *u) {
+    struct pl_ipc_uring_event ev;
+    int n = pl_ipc_uring_wait(u, &ev, 1, 5000);
+    assert_int_equal(n, 1);
+    return ev;
+}
+
+static void test_uring_multishot_poll_on_doorbell(void **state) {
+    struct pl_ipc_uring *u = *state;
+    int fd;
+    assert_int_equal(pl_ipc_doorbell_open(&fd), 0);
+    assert_int_equal(pl_ipc_uring_poll(u, fd, POLLIN, 11, PL_IPC_URING_MULTISHOT), 0);
+    struct pl_ipc_uring_event ev;
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 1, 0), 0); /* nothing yet */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+        ev = one(u);
+        assert_int_equal(ev.tag, 11);
+        assert_true(ev.res & POLLIN);
+        assert_int_equal(pl_ipc_doorbell_drain(fd), 1);
+        if (!(ev.flags & PL_IPC_URING_EV_MORE)) /* one-shot fallback: re-arm */
+            assert_int_equal(pl_ipc_uring_poll(u, fd, POLLIN, 11, PL_IPC_URING_MULTISHOT), 0);
+    }
+    if (pl_ipc_uring_has_multishot_poll(u))
+        assert_true(ev.flags & PL_IPC_URING_EV_MORE);
+    /* cancel: the registration reports its end */
+    assert_int_equal(pl_ipc_uring_cancel(u, 11), 0);
+    ev = one(u);
+    assert_int_equal(ev.tag, 11);
+    assert_int_equal(ev.res, -ECANCELED);
+    assert_false(ev.flags & PL_IPC_URING_EV_MORE);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 1, 0), 0);
+    close(fd);
+}
+
+static void test_uring_read_drains_eventfd(void **state) {
+    struct pl_ipc_uring *u = *state;
+    int fd;
+    assert_int_equal(pl_ipc_doorbell_open(&fd), 0);
+    uint64_t v = 0;
+    assert_int_equal(pl_ipc_uring_read(u, fd, &v, sizeof(v), 5), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    struct pl_ipc_uring_event ev = one(u);
+    assert_int_equal(ev.tag, 5);
+    assert_int_equal(ev.res, 8);
+    assert_int_equal(v, 2);
+    assert_int_equal(pl_ipc_doorbell_drain(fd), 0); /* the read drained it */
+    close(fd);
+}
+
+static void test_uring_accepts_and_detects_hangup(void **state) {
+    struct pl_ipc_uring *u = *state;
+    int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    /* abstract name, unique per process */
+    int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "picolm-test-uring-%d", getpid());
+    socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sl), 0);
+    assert_int_equal(listen(lfd, 8), 0);
+    assert_int_equal(pl_ipc_uring_accept(u, lfd, 1, PL_IPC_URING_MULTISHOT), 0);
+
+    int cfd[2];
+    for (int i = 0; i < 2; i++) {
+        cfd[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(cfd[i], (struct sockaddr *)&sa, sl), 0);
+    }
+    int sfd[2];
+    for (int i = 0; i < 2; i++) {
+        struct pl_ipc_uring_event ev = one(u);
+        assert_int_equal(ev.tag, 1);
+        assert_true(ev.res >= 0);
+        sfd[i] = ev.res;
+        assert_true(fcntl(sfd[i], F_GETFD) & FD_CLOEXEC);
+        assert_true(fcntl(sfd[i], F_GETFL) & O_NONBLOCK);
+        if (!(ev.flags & PL_IPC_URING_EV_MORE))
+            assert_int_equal(pl_ipc_uring_accept(u, lfd, 1, PL_IPC_URING_MULTISHOT), 0);
+    }
+    /* hang-up watch on both sessions; only the one whose client leaves fires */
+    assert_int_equal(pl_ipc_uring_poll(u, sfd[0], POLLRDHUP, 100, 0), 0);
+    assert_int_equal(pl_ipc_uring_poll(u, sfd[1], POLLRDHUP, 101, 0), 0);
+    struct pl_ipc_uring_event ev;
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 1, 0), 0);
+    close(cfd[1]);
+    ev = one(u);
+    assert_int_equal(ev.tag, 101);
+    assert_true(ev.res & (POLLRDHUP | POLLHUP));
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 1, 10), 0);
+
+    assert_int_equal(pl_ipc_uring_cancel(u, 100), 0);
+    assert_int_equal(pl_ipc_uring_cancel(u, 1), 0);
+    struct pl_ipc_uring_event evs[4];
+    int got = 0;
+    while (got < 2) {
+        int n = pl_ipc_uring_wait(u, evs + got, 4 - (unsigned)got, 5000);
+        assert_true(n > 0);
+        got += n;
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(evs[i].res, -ECANCELED);
+    for (int i = 0; i < 2; i++)
+        close(sfd[i]);
+    close(cfd[0]);
+    close(lfd);
+}
+
+static void test_uring_rejects_bad_arguments(void **state) {
+    struct pl_ipc_uring *u = *state;
+    uint64_t v;
+    assert_int_equal(pl_ipc_uring_poll(u, -1, POLLIN, 1, 0), -EINVAL);
+    assert_int_equal(pl_ipc_uring_poll(u, 0, POLLIN, PL_IPC_URING_TAG_INTERNAL, 0), -EINVAL);
+    assert_int_equal(pl_ipc_uring_poll(u, 0, POLLIN, 1, 0x80), -EINVAL);
+    assert_int_equal(pl_ipc_uring_read(u, 0, NULL, 8, 1), -EINVAL);
+    assert_int_equal(pl_ipc_uring_read(u, -1, &v, 8, 1), -EINVAL);
+    assert_int_equal(pl_ipc_uring_accept(u, -1, 1, 0), -EINVAL);
+    assert_int_equal(pl_ipc_uring_cancel(u, PL_IPC_URING_TAG_INTERNAL), -EINVAL);
+    struct pl_ipc_uring_event ev;
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 0, 0), -EINVAL);
+    struct pl_ipc_uring *x;
+    assert_int_equal(pl_ipc_uring_new(0, &x), -EINVAL);
+    pl_ipc_uring_free(NULL);
+}
+
+static void test_uring_many_doorbells_one_wait(void **state) {
+    struct pl_ipc_uring *u = *state;
+    enum { N = 40 };
+    int fds[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(pl_ipc_doorbell_open(&fds[i]), 0);
+        assert_int_equal(pl_ipc_uring_poll(u, fds[i], POLLIN, 1000 + (uint64_t)i, 0), 0);
+    }
+    for (int i = 0; i < N; i += 3)
+        assert_int_equal(pl_ipc_doorbell_ring(fds[i]), 0);
+    int seen[N] = {0};
+    int total = 0;
+    struct pl_ipc_uring_event evs[8];
+    while (total < (N + 2) / 3) {
+        int n = pl_ipc_uring_wait(u, evs, 8, 5000);
+        assert_true(n > 0);
+        for (int k = 0; k < n; k++) {
+            int i = (int)(evs[k].tag - 1000);
+            assert_true(i >= 0 && i < N && i % 3 == 0);
+            seen[i]++;
+        }
+        total += n;
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(seen[i], i % 3 == 0);
+        if (i % 3)
+            assert_int_equal(pl_ipc_uring_cancel(u, 1000 + (uint64_t)i), 0);
+    }
+    total = 0;
+    while (total < N - (N + 2) / 3) {
+        int n = pl_ipc_uring_wait(u, evs, 8, 5000);
+        assert_true(n > 0);
+        total += n;
+    }
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+}
+
+int main(void) {
+    struct pl_ipc_uring *probe;
+    int r = pl_ipc_uring_new(8, &probe);
+    if (r == -PL_ERR_UNSUPPORTED) {
+        fprintf(stderr, "io_uring unavailable: %s, skipping\n", pl_strerror(r));
+        return 77;
+    }
+    if (r == 0)
+        pl_ipc_uring_free(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_uring_multishot_poll_on_doorbell, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_read_drains_eventfd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_accepts_and_detects_hangup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_rejects_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_many_doorbells_one_wait, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
