@@ -407,6 +407,27 @@ static int load_special(struct pl_tokenizer *t, const struct pl_gguf *g, char *e
             (PL_TOK_ATTR_CONTROL | PL_TOK_ATTR_USER_DEFINED | PL_TOK_ATTR_UNKNOWN))
             t->special[t->n_special++] = (int32_t)i;
     qsort_r(t->special, t->n_special, sizeof(*t->special), special_cmp, t);
+
+    /* Per-model strip attributes llama.cpp sets by name (they are not in the file). */
+    struct pl_gguf_str name;
+    if (pl_gguf_get_str(g, "general.name", &name) == 0 && name.len < 4096) {
+        char lower[4096];
+        for (size_t i = 0; i < name.len; i++) {
+            char c = name.ptr[i];
+            lower[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+        }
+        if (memmem(lower, name.len, "phi-3", 5) || memmem(lower, name.len, "phi3", 4)) {
+            for (size_t i = 0; i < t->n_special; i++)
+                t->tok[t->special[i]].attr |= PL_TOK_ATTR_RSTRIP;
+            static const char *const no_rstrip[] = {"<unk>", "<s>", "<|endoftext|>"};
+            int32_t id = pl_tokenizer_find(t, "</s>", 4);
+            if (id >= 0)
+                t->tok[id].attr |= PL_TOK_ATTR_RSTRIP;
+            for (size_t i = 0; i < PL_ARRAY_SIZE(no_rstrip); i++)
+                if ((id = pl_tokenizer_find(t, no_rstrip[i], strlen(no_rstrip[i]))) >= 0)
+                    t->tok[id].attr &= ~(uint32_t)PL_TOK_ATTR_RSTRIP;
+        }
+    }
     return 0;
 }
 
@@ -572,6 +593,10 @@ static int frag_push(struct frag_vec *f, int32_t id, size_t off, size_t len) {
     return 0;
 }
 
+static bool c_isspace(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 /* Split the raw fragments around every occurrence of each special token in turn (longest
  * first), as llama.cpp's tokenizer_st_partition. Without parse_special only user-defined
  * tokens are split out; control and unknown tokens stay text. */
@@ -608,12 +633,18 @@ static int partition(const struct pl_tokenizer *t, const char *text, size_t len,
                 const char *m = memmem(text + pos, end - pos, s, tk->len);
                 if (!m)
                     break;
-                size_t at = (size_t)(m - text);
-                if (at > pos && (r = frag_push(tmp, -1, pos, at - pos)) < 0)
+                size_t at = (size_t)(m - text), left_end = at;
+                if (tk->attr & PL_TOK_ATTR_LSTRIP)
+                    while (left_end > pos && c_isspace(text[left_end - 1]))
+                        left_end--;
+                if (left_end > pos && (r = frag_push(tmp, -1, pos, left_end - pos)) < 0)
                     return r;
                 if ((r = frag_push(tmp, id, 0, 0)) < 0)
                     return r;
                 pos = at + tk->len;
+                if (tk->attr & PL_TOK_ATTR_RSTRIP)
+                    while (pos < end && c_isspace(text[pos]))
+                        pos++;
             }
             if (pos < end && (r = frag_push(tmp, -1, pos, end - pos)) < 0)
                 return r;

@@ -20,6 +20,8 @@ enum pl_tok_attr {
     PL_TOK_ATTR_CONTROL = 1 << 3,
     PL_TOK_ATTR_USER_DEFINED = 1 << 4,
     PL_TOK_ATTR_BYTE = 1 << 5,
+    PL_TOK_ATTR_LSTRIP = 1 << 7,    /* eat white space left of the token's text */
+    PL_TOK_ATTR_RSTRIP = 1 << 8,    /* eat white space right of it */
 };
 
 struct pl_tok_token {

@@ -4,6 +4,7 @@
  * ids and pieces of every $PICOLM_TEST_DATA/models reference, pre-tokenizer splits, special
  * tokens, bad input, long input, and error paths. */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -789,6 +790,102 @@ static void test_pretokenizer_splits(void **state) {
                 (const char *const[]){"Hi", ",", " ", "世界", " ", "42", "  ", NULL});
 }
 
+/* ---- Random input and concurrent use ---- */
+
+static void test_random_bytes_never_break_encoding(void **state) {
+    (void)state;
+    static const char *const vocabs[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf",
+                                         "ggml-vocab-deepseek-llm.gguf"};
+    static const char *const bits[] = {"<s>", "</s>", "<unk>", "<|endoftext|>", " ", "\n",
+                                       "\xe2\x96\x81", "'s", "\xc3", "\xf0\x9f", "1234"};
+    uint64_t x = 42;
+    bool any = false;
+    for (size_t v = 0; v < sizeof(vocabs) / sizeof(vocabs[0]); v++) {
+        struct loaded l;
+        if (!shared_vocab(vocabs[v], &l))
+            continue;
+        any = true;
+        for (int iter = 0; iter < 300; iter++) {
+            char buf[512];
+            size_t len = 0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            size_t target = x % 200;
+            while (len < target) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if (x % 4 == 0) {
+                    const char *b = bits[(x >> 8) % (sizeof(bits) / sizeof(bits[0]))];
+                    size_t bl = strlen(b);
+                    memcpy(buf + len, b, bl);
+                    len += bl;
+                } else {
+                    buf[len++] = (char)(x >> 16);
+                }
+            }
+            size_t n1, n2;
+            int32_t *a = encode(l.t, buf, len, iter & 1, iter & 2, &n1);
+            int32_t *b = encode(l.t, buf, len, iter & 1, iter & 2, &n2);
+            assert_int_equal(n1, n2);
+            for (size_t i = 0; i < n1; i++) {
+                assert_true(a[i] >= 0 && (uint32_t)a[i] < pl_tokenizer_n_vocab(l.t));
+                assert_int_equal(a[i], b[i]);
+            }
+            free(a);
+            free(b);
+        }
+        unload(&l);
+    }
+    if (!any)
+        skip();
+}
+
+struct thread_arg {
+    const struct pl_tokenizer *t;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+};
+
+static void *encode_thread(void *p) {
+    struct thread_arg *a = p;
+    size_t cap = a->len + 8;
+    a->ids = malloc(cap * sizeof(*a->ids));
+    if (a->ids && pl_tokenizer_encode(a->t, a->text, a->len, true, true, a->ids, cap, &a->n) < 0)
+        a->n = (size_t)-1;
+    return NULL;
+}
+
+static void test_concurrent_encoding_agrees(void **state) {
+    (void)state;
+    struct loaded l;
+    if (!shared_vocab("ggml-vocab-deepseek-llm.gguf", &l) &&
+        !shared_vocab("ggml-vocab-gpt-2.gguf", &l))
+        skip();
+    const size_t len = 64 * 1024;
+    char *text = make_text(len);
+    struct thread_arg args[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct thread_arg){l.t, text, len, NULL, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, encode_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_non_null(args[i].ids);
+        assert_int_equal(args[i].n, args[0].n);
+        assert_memory_equal(args[i].ids, args[0].ids, args[0].n * sizeof(int32_t));
+    }
+    for (int i = 0; i < 4; i++)
+        free(args[i].ids);
+    free(text);
+    unload(&l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocab_vectors_match_llama_cpp),
@@ -801,6 +898,8 @@ int main(void) {
         cmocka_unit_test(test_unknown_pre_tokenizer_is_named),
         cmocka_unit_test(test_bad_metadata_is_rejected),
         cmocka_unit_test(test_pretokenizer_splits),
+        cmocka_unit_test(test_random_bytes_never_break_encoding),
+        cmocka_unit_test(test_concurrent_encoding_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
