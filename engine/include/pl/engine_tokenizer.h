@@ -36,18 +36,22 @@ bool pl_tokenizer_adds_eos(const struct pl_tokenizer *t);
 bool pl_tokenizer_is_eog(const struct pl_tokenizer *t, int32_t id);
 bool pl_tokenizer_is_control(const struct pl_tokenizer *t, int32_t id);
 
-/* Tokenize len bytes of text. add_special: prepend BOS / append EOS as the vocabulary says;
- * parse_special: recognise control-token text such as "<s>" in the input. Writes up to cap
- * ids to out and the count to *ret_n. Returns 0, -ENOSPC when cap is too small (*ret_n is
- * then the count needed), -EINVAL, -ENOMEM. */
+/* Tokenize len bytes of text (any bytes: malformed UTF-8 never fails; SPM keeps such bytes
+ * as <0xXX> byte tokens, BPE reads each as U+FFFD, as llama.cpp). add_special: prepend BOS /
+ * append EOS as the vocabulary says; parse_special: recognise control-token text such as
+ * "<s>" in the input (user-defined tokens are always recognised, as in llama.cpp). Ids match
+ * llama.cpp's llama_tokenize() with the same flags. Writes up to cap ids to out (out may be
+ * NULL when cap is 0) and the count to *ret_n. Returns 0, -ENOSPC when cap is too small
+ * (*ret_n is then the count needed), -EINVAL, -ENOMEM. Allocates scratch per call. */
 int pl_tokenizer_encode(const struct pl_tokenizer *t, const char *text, size_t len,
                         bool add_special, bool parse_special, int32_t *out, size_t cap,
                         size_t *ret_n);
 
 /* The exact bytes token id stands for (byte tokens give their byte, "▁" gives a space,
- * byte-level BPE symbols are mapped back to bytes, control tokens give their text).
- * Returns the byte count (the piece is not NUL-terminated), -ENOSPC when cap is too
- * small, -EINVAL for an id out of range. */
+ * byte-level BPE symbols are mapped back to bytes, control, user-defined and unknown tokens
+ * give their text; unused and undefined-type tokens give nothing, as llama.cpp's
+ * token_to_piece with special = true). Returns the byte count (the piece is not
+ * NUL-terminated), -ENOSPC when cap is too small, -EINVAL for an id out of range. */
 int pl_tokenizer_piece(const struct pl_tokenizer *t, int32_t id, char *buf, size_t cap);
 
 /* The token's text as stored in the vocabulary (not decoded); NULL for a bad id. */
