@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for client/src/cli_json.c: escaping, valid UTF-8 passed through, and each
+ * maximal invalid subpart replaced by one U+FFFD. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli_json.h"
+
+static void check(const char *in, size_t len, const char *want) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    assert_non_null(f);
+    pl_cli_json_write_str(f, in, len);
+    assert_int_equal(fclose(f), 0);
+    assert_string_equal(buf, want);
+    free(buf);
+}
+
+#define CHECK(lit, want) check(lit, sizeof(lit) - 1, want)
+
+static void test_escapes_specials_and_controls(void **state) {
+    (void)state;
+    CHECK("a\"b\\c", "\"a\\\"b\\\\c\"");
+    CHECK("\n\r\t\b\f", "\"\\n\\r\\t\\b\\f\"");
+    CHECK("\x01\x1f\x7f", "\"\\u0001\\u001f\\u007f\"");
+    CHECK("x\0y", "\"x\\u0000y\"");
+    CHECK("", "\"\"");
+}
+
+static void test_valid_utf8_passes_through(void **state) {
+    (void)state;
+    CHECK("Z\xc3\xbcrich \xe2\x82\xac \xf0\x9f\x99\x82 \xe4\xbd\xa0",
+          "\"Z\xc3\xbcrich \xe2\x82\xac \xf0\x9f\x99\x82 \xe4\xbd\xa0\"");
+}
+
+static void test_invalid_utf8_becomes_replacement_per_maximal_subpart(void **state) {
+    (void)state;
+#define R "\xef\xbf\xbd"
+    CHECK("a\x80" "b", "\"a" R "b\"");              /* stray continuation */
+    CHECK("\xc0\xaf", "\"" R R "\"");               /* overlong lead: each byte */
+    CHECK("\xe2\x82", "\"" R "\"");                 /* truncated 3-byte: one U+FFFD */
+    CHECK("\xe2\x82z", "\"" R "z\"");
+    CHECK("\xf0\x9f\x99", "\"" R "\"");             /* truncated 4-byte */
+    CHECK("\xed\xa0\x80", "\"" R R R "\"");         /* surrogate: ED A0 is no valid prefix */
+    CHECK("\xf4\x90\x80\x80", "\"" R R R R "\"");   /* above U+10FFFF */
+    CHECK("\xff\xfe", "\"" R R "\"");
+    CHECK("\xe0\x80\x80", "\"" R R R "\"");         /* overlong 3-byte */
+#undef R
+}
+
+static void test_utf8_seq_lengths(void **state) {
+    (void)state;
+    size_t skip = 0;
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"A", 1, &skip), 1);
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xc3\xbc", 2, &skip), 2);
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xe2\x82\xac", 3, &skip), 3);
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 4, &skip),
+                     4);
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 3, &skip),
+                     0);
+    assert_int_equal(skip, 3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escapes_specials_and_controls),
+        cmocka_unit_test(test_valid_utf8_passes_through),
+        cmocka_unit_test(test_invalid_utf8_becomes_replacement_per_maximal_subpart),
+        cmocka_unit_test(test_utf8_seq_lengths),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
