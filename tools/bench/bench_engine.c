@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: MIT */
+/* picolm-bench engine: how close the forward pass runs to the machine's limits. Measures,
+ * in one run: the machine's read bandwidth (1 and N threads, a vectorised read loop over a
+ * buffer far larger than the caches, in a child process so it does not inflate our RSS),
+ * prefill tok/s on a 512-token prompt (fed in chunks of --batch tokens), decode tok/s over
+ * 128 tokens, the decode's effective bandwidth (weight bytes read per token x tok/s), its
+ * ratio to the measured read bandwidth, and the peak RSS against model + KV cache. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "pl/engine_gguf.h"
+#include "pl/engine_model.h"
+#include "pl/engine_quant.h"
+#include "pl/engine_types.h"
+#include "pl/pl_err.h"
+#include "pl/pl_util.h"
+
+#define BW_BUF_BYTES (1024ull << 20) /* well past any LLC of this machine class */
+#define BW_PASSES 6
+
+static double now_s(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- Read bandwidth ---- */
+
+typedef long long v8ll __attribute__((vector_size(64)));
+
+/* XOR of every 64-byte line of [p, p + len): four independent accumulators keep enough
+ * loads in flight; the result is used so the loads cannot be dropped. */
+#define READ_LOOP_BODY                                                                        \
+    const v8ll *v = p;                                                                        \
+    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                              \
+    size_t n = len / sizeof(v8ll);                                                            \
+    for (size_t i = 0; i + 4 <= n; i += 4) {                                                  \
+        a0 ^= v[i];                                                                           \
+        a1 ^= v[i + 1];                                                                       \
+        a2 ^= v[i + 2];                                                                       \
+        a3 ^= v[i + 3];                                                                       \
+    }                                                                                         \
+    a0 ^= a1 ^ a2 ^ a3;                                                                       \
+    long long s = 0;                                                                          \
+    for (int k = 0; k < 8; k++)                                                               \
+        s ^= a0[k];                                                                           \
+    return s;
+
+__attribute__((target("avx512f"))) static long long read_avx512(const void *p, size_t len) {
+    READ_LOOP_BODY
+}
+
+__attribute__((target("avx2"))) static long long read_avx2(const void *p, size_t len) {
+    READ_LOOP_BODY
+}
+
+static long long read_generic(const void *p, size_t len) {
+    READ_LOOP_BODY
+}
+
+typedef long long (*read_fn)(const void *p, size_t len);
+
+struct bw_job {
+    pthread_barrier_t *bar;
+    const uint8_t *base;
+    size_t len;
+    read_fn fn;
+    uint32_t cpu;
+    long long sink;
+};
+
+static void pin_self(uint32_t i) {
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        return;
+    int n = CPU_COUNT(&allowed), seen = 0;
+    if (n <= 0)
+        return;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if ((uint32_t)seen++ == i % (uint32_t)n) {
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            (void)sched_setaffinity(0, sizeof(one), &one);
+            return;
+        }
+    }
+}
+
+static void *bw_worker(void *arg) {
+    struct bw_job *j = arg;
+    pin_self(j->cpu);
+    for (int pass = 0; pass < BW_PASSES; pass++) {
+        (void)pthread_barrier_wait(j->bar);
+        j->sink ^= j->fn(j->base, j->len);
+        (void)pthread_barrier_wait(j->bar);
+    }
+    return NULL;
+}
+
+/* Best-of-BW_PASSES read bandwidth in bytes/s of n_threads threads reading disjoint slices
+ * of buf, or a negative value on failure. */
+static double measure_bw(const uint8_t *buf, size_t len, uint32_t n_threads, read_fn fn) {
+    pthread_t th[64];
+    struct bw_job jobs[64];
+    pthread_barrier_t bar;
+    double best = 0.0;
+    uint32_t started = 0;
+
+    if (n_threads == 0 || n_threads > 64)
+        return -1.0;
+    if (pthread_barrier_init(&bar, NULL, n_threads + 1) != 0)
+        return -1.0;
+    size_t slice = (len / n_threads) & ~(size_t)255;
+    for (uint32_t i = 0; i < n_threads; i++) {
+        jobs[i] = (struct bw_job){&bar, buf + i * slice, slice, fn, i, 0};
+        if (pthread_create(&th[i], NULL, bw_worker, &jobs[i]) != 0)
+            break;
+        started++;
+    }
+    if (started != n_threads) {
+        /* Cannot run the barrier protocol with missing threads: give up (the started
+         * ones are blocked at the first barrier; this process is a short-lived child). */
+        return -1.0;
+    }
+    for (int pass = 0; pass < BW_PASSES; pass++) {
+        (void)pthread_barrier_wait(&bar);
+        double t0 = now_s();
+        (void)pthread_barrier_wait(&bar);
+        double dt = now_s() - t0;
+        double bw = (double)slice * n_threads / dt;
+        best = PL_MAX(best, bw);
+    }
+    for (uint32_t i = 0; i < n_threads; i++)
+        (void)pthread_join(th[i], NULL);
+    (void)pthread_barrier_destroy(&bar);
+    return best;
+}
+
+/* Read bandwidth with 1 and n threads, measured in a child process (the buffer must not
+ * count in this process's peak RSS). Returns 0 or a negative code. */
+static int read_bandwidth(uint32_t n, double *ret_bw1, double *ret_bwn) {
+    int fds[2];
+    double res[2] = {-1.0, -1.0};
+    if (pipe(fds) != 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int r = -errno;
+        (void)close(fds[0]);
+        (void)close(fds[1]);
+        return r;
+    }
+    if (pid == 0) {
+        (void)close(fds[0]);
+        void *buf = mmap(NULL, BW_BUF_BYTES, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf != MAP_FAILED) {
+            (void)madvise(buf, BW_BUF_BYTES, MADV_HUGEPAGE);
+            memset(buf, 0x5a, BW_BUF_BYTES); /* fault every page in before timing */
+            read_fn fn = __builtin_cpu_supports("avx512f") ? read_avx512
+                         : __builtin_cpu_supports("avx2")  ? read_avx2
+                                                           : read_generic;
+            res[0] = measure_bw(buf, BW_BUF_BYTES, 1, fn);
+            res[1] = n == 1 ? res[0] : measure_bw(buf, BW_BUF_BYTES, n, fn);
+        }
+        ssize_t w = write(fds[1], res, sizeof(res));
+        _exit(w == (ssize_t)sizeof(res) ? 0 : 1);
+    }
+    (void)close(fds[1]);
+    ssize_t got = read(fds[0], res, sizeof(res));
+    (void)close(fds[0]);
+    int status = 0;
+    (void)waitpid(pid, &status, 0);
+    if (got != (ssize_t)sizeof(res) || res[0] <= 0.0 || res[1] <= 0.0)
+        return -EIO;
+    *ret_bw1 = res[0];
+    *ret_bwn = res[1];
+    return 0;
+}
+
+/* ---- Engine runs ---- */
+
+/* Bytes of weights one decode step reads: every tensor but the token embeddings, of which
+ * one row is read (all of it when it doubles as the output matrix). */
+static uint64_t decode_weight_bytes(const struct pl_gguf *g) {
+    uint64_t total = 0;
+    bool tied = !pl_gguf_find_tensor(g, "output.weight");
+    for (uint64_t i = 0; i < pl_gguf_n_tensors(g); i++) {
+        const struct pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        if (!strcmp(t->name, "token_embd.weight") && !tied)
+            total += t->n_bytes / (t->n_elems / t->ne[0]);
+        else
+            total += t->n_bytes;
+    }
+    return total;
+}
+
+/* The tensor type holding most of the bytes (for the report). */
+static const char *main_type(const struct pl_gguf *g) {
+    uint64_t bytes[_PL_GGML_TYPE_MAX] = {0};
+    uint32_t best = 0;
+    for (uint64_t i = 0; i < pl_gguf_n_tensors(g); i++) {
+        const struct pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        if (t->type < _PL_GGML_TYPE_MAX)
+            bytes[t->type] += t->n_bytes;
+    }
+    for (uint32_t t = 0; t < _PL_GGML_TYPE_MAX; t++)
+        if (bytes[t] > bytes[best])
+            best = t;
+    return pl_type_info(best)->name;
+}
+
+static uint32_t argmax(const float *x, uint32_t n) {
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+static uint64_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+struct results {
+    double pp_tps, pp_best_tps, tg_tps, tg_best_tps;
+    double bw1, bwn;
+    uint64_t weight_bytes, file_bytes, kv_bytes, peak_rss;
+};
+
+/* Prefill of n_prompt tokens from an empty cache, in chunks of n_batch. Returns seconds or
+ * a negative value on error (code in *ret_r). */
+static double run_prefill(struct pl_ctx *c, const int32_t *tok, int32_t *pos, int32_t *seq,
+                          uint32_t n_prompt, uint32_t n_batch, float *logits, int *ret_r) {
+    pl_ctx_seq_clear(c, 0);
+    double t0 = now_s();
+    for (uint32_t i = 0; i < n_prompt; i += n_batch) {
+        uint32_t n = PL_MIN(n_batch, n_prompt - i);
+        for (uint32_t k = 0; k < n; k++) {
+            pos[k] = (int32_t)(i + k);
+            seq[k] = 0;
+        }
+        struct pl_batch b = {.n = n, .token = tok + i, .pos = pos, .seq = seq};
+        int r = pl_ctx_decode(c, &b, logits);
+        if (r < 0) {
+            *ret_r = r;
+            return -1.0;
+        }
+    }
+    return now_s() - t0;
+}
+
+/* Greedy decode of n_gen tokens from an empty cache, starting from token first. */
+static double run_decode(struct pl_ctx *c, int32_t first, uint32_t n_gen, uint32_t n_vocab,
+                         float *logits, int *ret_r) {
+    int32_t tok = first, pos = 0, seq = 0;
+    pl_ctx_seq_clear(c, 0);
+    double t0 = now_s();
+    for (uint32_t i = 0; i < n_gen; i++) {
+        struct pl_batch b = {.n = 1, .token = &tok, .pos = &pos, .seq = &seq};
+        int r = pl_ctx_decode(c, &b, logits);
+        if (r < 0) {
+            *ret_r = r;
+            return -1.0;
+        }
+        tok = (int32_t)argmax(logits, n_vocab);
+        pos++;
+    }
+    return now_s() - t0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: picolm-bench engine --model FILE [--threads N] [--json] [--prompt N]\n"
+            "                           [--gen N] [--batch N] [--reps N] [--no-bw]\n"
+            "  --threads N   forward-pass threads (default: 1 per allowed CPU)\n"
+            "  --prompt N    prefill prompt tokens (default 512)\n"
+            "  --gen N       decoded tokens (default 128)\n"
+            "  --batch N     tokens per pl_ctx_decode() call in prefill (default 512)\n"
+            "  --reps N      repetitions of prefill and decode; the mean is reported (default 2)\n"
+            "  --no-bw       skip the read-bandwidth measurement\n"
+            "  --json        one JSON object on stdout instead of text\n");
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return -EINVAL;
+    *ret = (uint32_t)v;
+    return 0;
+}
+
+int bench_engine_main(int argc, char **argv) {
+    const char *path = NULL;
+    uint32_t n_threads = 0, n_prompt = 512, n_gen = 128, n_batch = 512, reps = 2;
+    bool json = false, do_bw = true;
+    struct pl_model *m = NULL;
+    struct pl_ctx *c = NULL;
+    int32_t *tok = NULL, *pos = NULL, *seq = NULL;
+    float *logits = NULL;
+    struct results res = {0};
+    char err[512] = "";
+    int r = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-bw")) {
+            do_bw = false;
+            continue;
+        }
+        int bad = !v;
+        if (!bad && !strcmp(a, "--model"))
+            path = v;
+        else if (!bad && !strcmp(a, "--threads"))
+            bad = parse_u32(v, 1, 512, &n_threads) < 0;
+        else if (!bad && !strcmp(a, "--prompt"))
+            bad = parse_u32(v, 1, 1u << 16, &n_prompt) < 0;
+        else if (!bad && !strcmp(a, "--gen"))
+            bad = parse_u32(v, 1, 1u << 16, &n_gen) < 0;
+        else if (!bad && !strcmp(a, "--batch"))
+            bad = parse_u32(v, 1, 1u << 16, &n_batch) < 0;
+        else if (!bad && !strcmp(a, "--reps"))
+            bad = parse_u32(v, 1, 100, &reps) < 0;
+        else
+            bad = 1;
+        if (bad) {
+            fprintf(stderr, "engine: bad or unknown option '%.64s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    if (n_threads == 0) {
+        cpu_set_t set;
+        n_threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 1;
+        n_threads = PL_MAX(n_threads, 1u);
+    }
+    n_batch = PL_MIN(n_batch, n_prompt);
+
+    /* Bandwidth first, in a child, before this process maps anything large. */
+    if (do_bw && (r = read_bandwidth(n_threads, &res.bw1, &res.bwn)) < 0) {
+        fprintf(stderr, "engine: read-bandwidth measurement failed: %s\n", pl_strerror(r));
+        return 1;
+    }
+
+    struct pl_model_opts mo = {.n_threads = n_threads, .pin_threads = true};
+    r = pl_model_load(path, &mo, &m, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "engine: %s: %s\n", path, err[0] ? err : pl_strerror(r));
+        return 1;
+    }
+    const struct pl_model_hparams *hp = pl_model_hparams(m);
+    const struct pl_gguf *g = pl_model_gguf(m);
+    res.weight_bytes = decode_weight_bytes(g);
+    res.file_bytes = pl_gguf_file_size(g);
+    const uint32_t n_ctx = PL_ALIGN_UP(PL_MAX(n_prompt, n_gen) + 1, 16u);
+    struct pl_ctx_opts co = {.n_ctx = n_ctx, .n_seq = 1, .n_batch = n_batch,
+                             .kv_type = PL_KV_F16};
+    if ((r = pl_ctx_new(m, &co, &c)) < 0) {
+        fprintf(stderr, "engine: context: %s\n", pl_strerror(r));
+        goto out;
+    }
+    res.kv_bytes = (uint64_t)pl_ctx_kv_total(c) * hp->n_layer * 2u *
+                   ((uint64_t)hp->n_head_kv * hp->head_dim) * 2u;
+    tok = calloc(n_prompt, sizeof(*tok));
+    pos = calloc(n_batch, sizeof(*pos));
+    seq = calloc(n_batch, sizeof(*seq));
+    logits = calloc(hp->n_vocab, sizeof(*logits));
+    if (!tok || !pos || !seq || !logits) {
+        r = -ENOMEM;
+        goto out;
+    }
+    /* A fixed pseudo-random prompt (BOS first); the ids only have to be valid. */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    tok[0] = 1;
+    for (uint32_t i = 1; i < n_prompt; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tok[i] = (int32_t)(3 + x % (hp->n_vocab > 3 ? hp->n_vocab - 3 : 1));
+    }
+
+    /* Warm-up: one decode step touches every weight page; a short prefill warms the rest. */
+    if (run_decode(c, 1, 2, hp->n_vocab, logits, &r) < 0 ||
+        run_prefill(c, tok, pos, seq, PL_MIN(n_batch, 32u), n_batch, logits, &r) < 0)
+        goto fail_run;
+
+    double pp_sum = 0.0, tg_sum = 0.0;
+    for (uint32_t i = 0; i < reps; i++) {
+        double dt = run_prefill(c, tok, pos, seq, n_prompt, n_batch, logits, &r);
+        if (dt < 0)
+            goto fail_run;
+        pp_sum += dt;
+        res.pp_best_tps = PL_MAX(res.pp_best_tps, n_prompt / dt);
+        dt = run_decode(c, 1, n_gen, hp->n_vocab, logits, &r);
+        if (dt < 0)
+            goto fail_run;
+        tg_sum += dt;
+        res.tg_best_tps = PL_MAX(res.tg_best_tps, n_gen / dt);
+    }
+    res.pp_tps = n_prompt * reps / pp_sum;
+    res.tg_tps = n_gen * reps / tg_sum;
+    res.peak_rss = peak_rss_bytes();
+
+    const double eff = (double)res.weight_bytes * res.tg_tps;
+    const double ratio = do_bw ? eff / res.bwn : 0.0;
+    const double overhead = (double)res.peak_rss - (double)res.file_bytes - (double)res.kv_bytes;
+    if (json) {
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"threads\":%" PRIu32
+               ",\"n_embd\":%" PRIu32 ",\"n_layer\":%" PRIu32 ",\"n_vocab\":%" PRIu32
+               ",\"prompt_tokens\":%" PRIu32 ",\"gen_tokens\":%" PRIu32 ",\"batch\":%" PRIu32
+               ",\"reps\":%" PRIu32 ",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
+               ",\"decode_tok_s\":%.2f,\"decode_best_tok_s\":%.2f"
+               ",\"weight_bytes_per_token\":%" PRIu64 ",\"decode_effective_gb_s\":%.3f",
+               path, main_type(g), pl_quant_isa(), n_threads, hp->n_embd, hp->n_layer,
+               hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.pp_tps, res.pp_best_tps,
+               res.tg_tps, res.tg_best_tps, res.weight_bytes, eff * 1e-9);
+        if (do_bw)
+            printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio\":%.4f",
+                   res.bw1 * 1e-9, res.bwn * 1e-9, ratio);
+        printf(",\"model_file_bytes\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
+               ",\"peak_rss_bytes\":%" PRIu64 ",\"rss_overhead_bytes\":%.0f}\n",
+               res.file_bytes, res.kv_bytes, res.peak_rss, overhead);
+    } else {
+        printf("model           %s (%s, isa %s, %" PRIu32 " threads)\n", path, main_type(g),
+               pl_quant_isa(), n_threads);
+        printf("prefill         %.2f tok/s (best %.2f; %" PRIu32 " tokens, chunks of %" PRIu32
+               ")\n", res.pp_tps, res.pp_best_tps, n_prompt, n_batch);
+        printf("decode          %.2f tok/s (best %.2f; %" PRIu32 " tokens)\n", res.tg_tps,
+               res.tg_best_tps, n_gen);
+        printf("weights/token   %.1f MB -> effective %.2f GB/s\n", res.weight_bytes * 1e-6,
+               eff * 1e-9);
+        if (do_bw)
+            printf("read bandwidth  %.2f GB/s (1 thread), %.2f GB/s (%" PRIu32
+                   " threads) -> decode at %.1f%%\n",
+                   res.bw1 * 1e-9, res.bwn * 1e-9, n_threads, ratio * 100.0);
+        printf("peak RSS        %.1f MiB = model %.1f + KV %.1f + %.1f MiB\n",
+               res.peak_rss / 1048576.0, res.file_bytes / 1048576.0,
+               res.kv_bytes / 1048576.0, overhead / 1048576.0);
+    }
+    goto out;
+
+fail_run:
+    fprintf(stderr, "engine: decode failed: %s\n", pl_strerror(r));
+out:
+    free(tok);
+    free(pos);
+    free(seq);
+    free(logits);
+    pl_ctx_free(c);
+    pl_model_free(m);
+    return r < 0 ? 1 : 0;
+}
