@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: MIT */
+/* libpicolm (client/src/libpicolm.c) against a fake broker (fake_broker.c) that speaks the real
+ * ipc handshake and rings: argument checks, connect failures, streaming, interleaved requests,
+ * cancellation, tokenizer calls, broker errors, malformed records, timeouts and broker death. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fake_broker.h"
+#include "picolm.h"
+#include "pl/ipc_abi.h"
+#include "pl/picolm.pb-c.h"
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- Fixtures ---- */
+
+struct fx {
+    struct fb_handle fb;
+    picolm_client *c;
+};
+
+static struct fx *fx_start(fb_scenario_fn scenario, void *arg) {
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(fb_start(&f->fb, scenario, arg, 0), 0);
+    char err[256];
+    int r = picolm_connect_ex(f->fb.path, &f->c, err, sizeof(err));
+    if (r != PICOLM_OK)
+        fail_msg("connect: %s: %s", picolm_strerror(r), err);
+    return f;
+}
+
+static void fx_stop(struct fx *f) {
+    picolm_close(f->c);
+    (void)fb_stop(&f->fb);
+    free(f);
+}
+
+static void params_prompt(struct picolm_generate_params *p, const char *prompt) {
+    picolm_generate_params_init(p);
+    p->prompt = prompt;
+    p->sampling.temperature = 0;
+}
+
+struct collect {
+    char text[4096];
+    size_t len;
+    size_t n_chunks;
+    size_t stop_after; /* 0: never stop */
+};
+
+static int on_chunk(void *user, const struct picolm_chunk *ch) {
+    struct collect *c = user;
+    assert_true(ch->text_len <= sizeof(c->text) - c->len);
+    memcpy(c->text + c->len, ch->text, ch->text_len);
+    c->len += ch->text_len;
+    c->n_chunks++;
+    return c->stop_after && c->n_chunks >= c->stop_after;
+}
+
+/* ---- Arguments and connecting ---- */
+
+static void test_strerror_names_every_status(void **state) {
+    (void)state;
+    for (int s = PICOLM_E_SYSTEM; s <= PICOLM_OK; s++) {
+        const char *m = picolm_strerror(s);
+        assert_non_null(m);
+        assert_string_not_equal(m, "unknown status");
+        for (int t = PICOLM_E_SYSTEM; t < s; t++)
+            assert_string_not_equal(m, picolm_strerror(t));
+    }
+    assert_string_equal(picolm_strerror(-1000), "unknown status");
+    assert_string_equal(picolm_strerror(5), "unknown status");
+}
+
+static void test_params_init_sets_size_and_defaults(void **state) {
+    (void)state;
+    struct picolm_generate_params p;
+    memset(&p, 0xab, sizeof(p));
+    picolm_generate_params_init(&p);
+    assert_int_equal(p.size, sizeof(p));
+    assert_null(p.prompt);
+    assert_null(p.tokens);
+    assert_int_equal(p.flags, 0);
+    assert_true(p.sampling.temperature > 0.0f);
+    assert_int_equal(p.sampling.reserved, 0);
+    picolm_generate_params_init(NULL); /* ignored */
+}
+
+static void test_null_arguments_are_invalid(void **state) {
+    (void)state;
+    struct picolm_generate_params p;
+    params_prompt(&p, "x");
+    struct picolm_result res = {.size = sizeof(res)};
+    picolm_stream *s = NULL;
+    size_t n;
+    int32_t ids[4];
+    char buf[4];
+    struct picolm_model_info info = {.size = sizeof(info)};
+    struct picolm_chunk ch;
+    assert_int_equal(picolm_connect(NULL, NULL), PICOLM_E_INVALID);
+    assert_int_equal(picolm_generate(NULL, &p, NULL, NULL, &res), PICOLM_E_INVALID);
+    assert_int_equal(picolm_stream_start(NULL, &p, &s), PICOLM_E_INVALID);
+    assert_int_equal(picolm_stream_next(NULL, &ch), PICOLM_E_INVALID);
+    assert_int_equal(picolm_stream_end(NULL, &res), PICOLM_E_INVALID);
+    assert_int_equal(picolm_cancel(NULL, 1), PICOLM_E_INVALID);
+    assert_int_equal(picolm_tokenize(NULL, "x", 1, 0, ids, 4, &n), PICOLM_E_INVALID);
+    assert_int_equal(picolm_detokenize(NULL, ids, 1, buf, 4, &n), PICOLM_E_INVALID);
+    assert_int_equal(picolm_model_info(NULL, &info), PICOLM_E_INVALID);
+    assert_int_equal(picolm_set_spin(NULL, 0), PICOLM_E_INVALID);
+    assert_int_equal(picolm_set_timeout(NULL, 0), PICOLM_E_INVALID);
+    assert_string_equal(picolm_last_error(NULL), "");
+    assert_int_equal(picolm_session_id(NULL), 0);
+    assert_int_equal(picolm_stream_id(NULL), 0);
+    picolm_close(NULL);
+}
+
+static void test_connect_to_missing_socket_is_unreachable(void **state) {
+    (void)state;
+    picolm_client *c = (picolm_client *)0x1;
+    char err[256];
+    assert_int_equal(picolm_connect_ex("/nonexistent/picolm.sock", &c, err, sizeof(err)),
+                     PICOLM_E_UNREACHABLE);
+    assert_ptr_equal(c, (picolm_client *)0x1); /* untouched on failure */
+    assert_non_null(strstr(err, "/nonexistent/picolm.sock"));
+
+    /* A regular file is not a broker either. */
+    char path[] = "/tmp/pl-notsock-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(picolm_connect(path, &c), PICOLM_E_UNREACHABLE);
+    unlink(path);
+
+    /* NULL path: $PICOLM_SOCKET decides. */
+    setenv("PICOLM_SOCKET", "/nonexistent/from-env.sock", 1);
+    assert_int_equal(picolm_connect_ex(NULL, &c, err, sizeof(err)), PICOLM_E_UNREACHABLE);
+    assert_non_null(strstr(err, "from-env.sock"));
+    unsetenv("PICOLM_SOCKET");
+}
+
+static void test_connect_rejects_bad_paths(void **state) {
+    (void)state;
+    picolm_client *c;
+    char longpath[300];
+    memset(longpath, 'a', sizeof(longpath) - 1);
+    longpath[sizeof(longpath) - 1] = '\0';
+    assert_int_equal(picolm_connect("", &c), PICOLM_E_INVALID);
+    assert_int_equal(picolm_connect(longpath, &c), PICOLM_E_INVALID);
+}
+
+static void noop_scenario(struct fb *b, void *arg) {
+    (void)b;
+    (void)arg;
+}
+
+static void test_connect_reports_broker_refusals(void **state) {
+    (void)state;
+    static const struct {
+        uint32_t status;
+        int want;
+    } cases[] = {
+        {PL_IPC_WELCOME_DENIED, PICOLM_E_DENIED},
+        {PL_IPC_WELCOME_BUSY, PICOLM_E_EXHAUSTED},
+        {PL_IPC_WELCOME_VERSION, PICOLM_E_VERSION},
+        {PL_IPC_WELCOME_ERROR, PICOLM_E_INTERNAL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct fb_handle h;
+        assert_int_equal(fb_start(&h, noop_scenario, NULL, cases[i].status), 0);
+        picolm_client *c = NULL;
+        char err[256];
+        assert_int_equal(picolm_connect_ex(h.path, &c, err, sizeof(err)), cases[i].want);
+        assert_null(c);
+        assert_true(err[0] != '\0');
+        (void)fb_stop(&h);
+    }
+}
+
+/* ---- Happy paths against the toy broker ---- */
+
+static void test_generate_streams_every_chunk(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    assert_int_equal(picolm_session_id(f->c), 42);
+    struct picolm_generate_params p;
+    params_prompt(&p, "hello world");
+    struct collect col = {0};
+    struct picolm_result res = {.size = sizeof(res)};
+    assert_int_equal(picolm_generate(f->c, &p, on_chunk, &col, &res), PICOLM_OK);
+    assert_int_equal(col.len, 11);
+    assert_memory_equal(col.text, "hello world", 11);
+    assert_int_equal(col.n_chunks, 11);
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_EOS);
+    assert_int_equal(res.generated_tokens, 11);
+    assert_int_equal(res.prompt_tokens, 11);
+    assert_int_equal(res.seed, 7);
+    assert_true(res.request_id > 0);
+
+    /* max_tokens, and the token callback may be NULL. */
+    p.max_tokens = 3;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, &res), PICOLM_OK);
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_LENGTH);
+    assert_int_equal(res.generated_tokens, 3);
+    fx_stop(f);
+}
+
+static void test_result_respects_caller_size(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "ab");
+    /* A caller built against a larger (future) result struct: bytes beyond ours untouched. */
+    struct {
+        struct picolm_result r;
+        uint8_t future[32];
+    } big;
+    memset(&big, 0x5a, sizeof(big));
+    big.r.size = sizeof(big);
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, &big.r), PICOLM_OK);
+    assert_int_equal(big.r.size, sizeof(big));
+    assert_int_equal(big.r.generated_tokens, 2);
+    for (size_t i = 0; i < sizeof(big.future); i++)
+        assert_int_equal(big.future[i], 0x5a);
+
+    struct picolm_result small = {.size = sizeof(small) - 8};
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, &small), PICOLM_E_INVALID);
+    fx_stop(f);
+}
+
+static void test_generate_rejects_bad_params(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    int32_t toks[2] = {1, 2};
+    const char *stops[1] = {NULL};
+
+    params_prompt(&p, "x");
+    p.tokens = toks;
+    p.n_tokens = 2;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+    assert_true(strlen(picolm_last_error(f->c)) > 0);
+
+    params_prompt(&p, NULL);
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    params_prompt(&p, NULL);
+    p.tokens = toks;
+    p.n_tokens = 0;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    params_prompt(&p, NULL);
+    toks[1] = -5;
+    p.tokens = toks;
+    p.n_tokens = 2;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    params_prompt(&p, "x");
+    p.flags = 0x80;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    params_prompt(&p, "x");
+    p.sampling.reserved = 1;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    params_prompt(&p, "x");
+    p.n_stop = 1;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+    p.stop = stops;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    params_prompt(&p, "x");
+    p.size = 8;
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+
+    /* A newer caller's larger struct: zero tail accepted, non-zero tail unsupported. */
+    struct {
+        struct picolm_generate_params p;
+        uint64_t future;
+    } big;
+    memset(&big, 0, sizeof(big));
+    params_prompt(&big.p, "ok");
+    big.p.size = sizeof(big);
+    assert_int_equal(picolm_generate(f->c, &big.p, NULL, NULL, NULL), PICOLM_OK);
+    big.future = 1;
+    assert_int_equal(picolm_generate(f->c, &big.p, NULL, NULL, NULL), PICOLM_E_UNSUPPORTED);
+
+    /* The connection is still fine after all that. */
+    params_prompt(&p, "fine");
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_OK);
+    assert_string_equal(picolm_last_error(f->c), "");
+    fx_stop(f);
+}
+
+static void test_broker_error_reaches_the_caller(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, ""); /* the toy broker refuses empty prompts */
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);
+    assert_non_null(strstr(picolm_last_error(f->c), "prompt"));
+    /* Only that request failed. */
+    params_prompt(&p, "ok");
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_OK);
+    fx_stop(f);
+}
+
+static void test_streams_interleave_on_one_connection(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params pa, pb;
+    params_prompt(&pa, "aaaaaaaaaaaaaaaaaaaa");
+    params_prompt(&pb, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    picolm_stream *a, *b;
+    assert_int_equal(picolm_stream_start(f->c, &pa, &a), PICOLM_OK);
+    assert_int_equal(picolm_stream_start(f->c, &pb, &b), PICOLM_OK);
+    assert_int_not_equal(picolm_stream_id(a), picolm_stream_id(b));
+
+    /* Read b to its end first: a's chunks arriving meanwhile must be queued for a. */
+    struct picolm_chunk ch;
+    size_t nb = 0, na = 0;
+    int r;
+    while ((r = picolm_stream_next(b, &ch)) == 1) {
+        assert_int_equal(ch.request_id, picolm_stream_id(b));
+        assert_int_equal(ch.text_len, 1);
+        assert_int_equal(ch.text[0], 'b');
+        assert_int_equal(ch.n_ids, 1);
+        assert_int_equal(ch.ids[0], 'b');
+        nb++;
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(picolm_stream_next(b, &ch), 0); /* stays finished */
+    while ((r = picolm_stream_next(a, &ch)) == 1) {
+        assert_int_equal(ch.text[0], 'a');
+        na++;
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(na, 20);
+    assert_int_equal(nb, 30);
+    struct picolm_result ra = {.size = sizeof(ra)}, rb = {.size = sizeof(rb)};
+    assert_int_equal(picolm_stream_end(a, &ra), PICOLM_OK);
+    assert_int_equal(picolm_stream_end(b, &rb), PICOLM_OK);
+    assert_int_equal(ra.generated_tokens, 20);
+    assert_int_equal(rb.generated_tokens, 30);
+    fx_stop(f);
+}
+
+static void test_callback_can_stop_generation(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "infinite");
+    struct collect col = {.stop_after = 5};
+    struct picolm_result res = {.size = sizeof(res)};
+    assert_int_equal(picolm_generate(f->c, &p, on_chunk, &col, &res), PICOLM_E_CANCELLED);
+    assert_int_equal(col.n_chunks, 5);
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_CANCELLED);
+    /* The connection goes on. */
+    params_prompt(&p, "next");
+    assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_OK);
+    fx_stop(f);
+}
+
+struct canceller {
+    picolm_client *c;
+    uint64_t id;
+    int rc;
+};
+
+static void *cancel_thread(void *arg) {
+    struct canceller *k = arg;
+    usleep(20000);
+    k->rc = picolm_cancel(k->c, k->id);
+    return NULL;
+}
+
+static void test_cancel_from_another_thread(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "infinite");
+    picolm_stream *s;
+    assert_int_equal(picolm_stream_start(f->c, &p, &s), PICOLM_OK);
+    struct canceller k = {.c = f->c, .id = picolm_stream_id(s), .rc = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cancel_thread, &k), 0);
+    struct picolm_chunk ch;
+    int r;
+    size_t n = 0;
+    while ((r = picolm_stream_next(s, &ch)) == 1)
+        n++;
+    pthread_join(t, NULL);
+    assert_int_equal(k.rc, PICOLM_OK);
+    assert_int_equal(r, PICOLM_E_CANCELLED);
+    assert_true(n > 0);
+    assert_int_equal(picolm_stream_next(s, &ch), PICOLM_E_CANCELLED); /* sticky */
+    struct picolm_result res = {.size = sizeof(res)};
+    assert_int_equal(picolm_stream_end(s, &res), PICOLM_E_CANCELLED);
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_CANCELLED);
+
+    assert_int_equal(picolm_cancel(f->c, 0), PICOLM_E_NOT_FOUND);
+    assert_int_equal(picolm_cancel(f->c, 1000000), PICOLM_E_NOT_FOUND);
+    fx_stop(f);
+}
+
+static void test_stream_end_cancels_a_running_stream(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "infinite");
+    picolm_stream *s;
+    assert_int_equal(picolm_stream_start(f->c, &p, &s), PICOLM_OK);
+    struct picolm_chunk ch;
+    assert_int_equal(picolm_stream_next(s, &ch), 1);
+    struct picolm_result res = {.size = sizeof(res)};
+    assert_int_equal(picolm_stream_end(s, &res), PICOLM_E_CANCELLED);
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_CANCELLED);
+    /* A stream ended before it was ever read. */
+    params_prompt(&p, "short");
+    assert_int_equal(picolm_stream_start(f->c, &p, &s), PICOLM_OK);
+    int r = picolm_stream_end(s, NULL);
+    assert_true(r == PICOLM_OK || r == PICOLM_E_CANCELLED);
+    fx_stop(f);
+}
+
+static void test_tokenize_and_detokenize(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    int32_t ids[16];
+    size_t n = 99;
+    assert_int_equal(picolm_tokenize(f->c, "abc", 0, PICOLM_TOK_ADD_SPECIAL, ids, 16, &n),
+                     PICOLM_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 'a');
+    assert_int_equal(ids[3], 'c');
+
+    /* Too small a buffer: the size needed, nothing written. */
+    int32_t small[2] = {-7, -7};
+    assert_int_equal(picolm_tokenize(f->c, "abcdef", 6, 0, small, 2, &n), PICOLM_E_RANGE);
+    assert_int_equal(n, 6);
+    assert_int_equal(small[0], -7);
+    assert_int_equal(picolm_tokenize(f->c, "abcdef", 6, 0, NULL, 0, &n), PICOLM_E_RANGE);
+    assert_int_equal(n, 6);
+    assert_int_equal(picolm_tokenize(f->c, "x", 1, 0x100, ids, 16, &n), PICOLM_E_INVALID);
+    assert_int_equal(picolm_tokenize(f->c, NULL, 1, 0, ids, 16, &n), PICOLM_E_INVALID);
+    assert_int_equal(picolm_tokenize(f->c, "x", 1, 0, NULL, 16, &n), PICOLM_E_INVALID);
+
+    char text[8];
+    size_t len = 0;
+    assert_int_equal(picolm_detokenize(f->c, ids + 1, 3, text, sizeof(text), &len), PICOLM_OK);
+    assert_int_equal(len, 3);
+    assert_string_equal(text, "abc");
+    assert_int_equal(picolm_detokenize(f->c, ids + 1, 3, text, 2, &len), PICOLM_E_RANGE);
+    assert_int_equal(len, 3);
+    int32_t bad = 300;
+    assert_int_equal(picolm_detokenize(f->c, &bad, 1, text, sizeof(text), &len),
+                     PICOLM_E_INVALID);
+    assert_non_null(strstr(picolm_last_error(f->c), "out of range"));
+    assert_int_equal(picolm_detokenize(f->c, NULL, 3, text, sizeof(text), &len),
+                     PICOLM_E_INVALID);
+    fx_stop(f);
+}
+
+static void test_model_info(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_model_info info = {.size = sizeof(info)};
+    assert_int_equal(picolm_model_info(f->c, &info), PICOLM_OK);
+    assert_string_equal(info.name, "toy-bytes");
+    assert_string_equal(info.architecture, "toy");
+    assert_int_equal(info.n_vocab, 256);
+    assert_int_equal(info.bos, 1);
+    assert_int_equal(info.eos, -1);
+    assert_int_equal(info.size, sizeof(info));
+    struct picolm_model_info small = {.size = 4};
+    assert_int_equal(picolm_model_info(f->c, &small), PICOLM_E_INVALID);
+    assert_int_equal(picolm_model_info(f->c, NULL), PICOLM_E_INVALID);
+    fx_stop(f);
+}
+
+/* ---- A broker that misbehaves ---- */
+
+enum bad_kind {
+    BAD_GARBAGE,        /* undecodable payload */
+    BAD_TYPE,           /* unknown record type */
+    BAD_ID,             /* a response to a request id never issued */
+    BAD_LOGPROBS,       /* logprob count != token count */
+    BAD_WRONG_KIND,     /* a TokenizeResult for a Generate */
+    BAD_SESSION_ERROR,  /* Error about the whole session */
+    BAD_SILENCE,        /* never answers */
+    BAD_TRUNCATED,      /* a valid chunk cut short */
+};
+
+static void bad_scenario(struct fb *b, void *arg) {
+    enum bad_kind kind = (enum bad_kind)(uintptr_t)arg;
+    uint32_t type, len;
+    if (fb_recv(b, &type, &len, 5000) != 1)
+        return;
+    uint64_t id = 0;
+    if (type == 1) {
+        Picolm__V1__Generate *g = picolm__v1__generate__unpack(NULL, len, b->buf);
+        if (g)
+            id = g->request_id;
+        picolm__v1__generate__free_unpacked(g, NULL);
+    }
+    switch (kind) {
+    case BAD_GARBAGE: {
+        uint8_t junk[24];
+        memset(junk, 0xff, sizeof(junk));
+        fb_send_raw(b, 101, junk, sizeof(junk));
+        break;
+    }
+    case BAD_TYPE:
+        fb_send_raw(b, 999, "", 0);
+        break;
+    case BAD_ID:
+    case BAD_LOGPROBS:
+    case BAD_TRUNCATED: {
+        int32_t ids[2] = {5, 6};
+        float lp[1] = {-0.5f};
+        Picolm__V1__TokenChunk c;
+        picolm__v1__token_chunk__init(&c);
+        c.request_id = kind == BAD_ID ? id + 1000 : id;
+        c.n_ids = 2;
+        c.ids = ids;
+        c.text.data = (uint8_t *)"xy";
+        c.text.len = 2;
+        if (kind == BAD_LOGPROBS) {
+            c.n_logprobs = 1;
+            c.logprobs = lp;
+        }
+        if (kind == BAD_TRUNCATED) {
+            uint8_t buf[64];
+            size_t n = protobuf_c_message_pack(&c.base, buf);
+            fb_send_raw(b, 101, buf, (uint32_t)(n - 1));
+        } else {
+            fb_send(b, 101, &c.base);
+        }
+        break;
+    }
+    case BAD_WRONG_KIND: {
+        Picolm__V1__TokenizeResult t;
+        picolm__v1__tokenize_result__init(&t);
+        t.request_id = id;
+        fb_send(b, 104, &t.base);
+        break;
+    }
+    case BAD_SESSION_ERROR: {
+        Picolm__V1__Error e;
+        picolm__v1__error__init(&e);
+        e.code = PICOLM__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN;
+        e.message = "draining";
+        fb_send(b, 103, &e.base);
+        break;
+    }
+    case BAD_SILENCE:
+        break;
+    }
+}
+
+static void run_bad(enum bad_kind kind, int want) {
+    struct fx *f = fx_start(bad_scenario, (void *)(uintptr_t)kind);
+    struct picolm_generate_params p;
+    params_prompt(&p, "hi");
+    if (kind == BAD_SILENCE)
+        assert_int_equal(picolm_set_timeout(f->c, 50), PICOLM_OK);
+    int r = picolm_generate(f->c, &p, NULL, NULL, NULL);
+    assert_int_equal(r, want);
+    assert_true(strlen(picolm_last_error(f->c)) > 0);
+    if (want != PICOLM_E_TIMEOUT) {
+        /* A dead connection stays dead, with the same status, without touching the ring. */
+        size_t n;
+        int32_t ids[4];
+        assert_int_equal(picolm_tokenize(f->c, "x", 1, 0, ids, 4, &n), want);
+    }
+    fx_stop(f);
+}
+
+static void test_garbage_record_is_a_protocol_error(void **state) {
+    (void)state;
+    run_bad(BAD_GARBAGE, PICOLM_E_PROTOCOL);
+    run_bad(BAD_TRUNCATED, PICOLM_E_PROTOCOL);
+}
+
+static void test_unknown_record_type_is_a_protocol_error(void **state) {
+    (void)state;
+    run_bad(BAD_TYPE, PICOLM_E_PROTOCOL);
+}
+
+static void test_inconsistent_responses_are_protocol_errors(void **state) {
+    (void)state;
+    run_bad(BAD_ID, PICOLM_E_PROTOCOL);
+    run_bad(BAD_LOGPROBS, PICOLM_E_PROTOCOL);
+    run_bad(BAD_WRONG_KIND, PICOLM_E_PROTOCOL);
+}
+
+static void test_session_error_ends_the_connection(void **state) {
+    (void)state;
+    run_bad(BAD_SESSION_ERROR, PICOLM_E_SHUTDOWN);
+}
+
+static void test_silent_broker_times_out(void **state) {
+    (void)state;
+    uint64_t t0 = now_ns();
+    run_bad(BAD_SILENCE, PICOLM_E_TIMEOUT);
+    assert_true(now_ns() - t0 < 5000000000ull);
+}
+
+static void test_broker_death_is_noticed_within_100ms(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "infinite");
+    picolm_stream *s;
+    assert_int_equal(picolm_stream_start(f->c, &p, &s), PICOLM_OK);
+    struct picolm_chunk ch;
+    assert_int_equal(picolm_stream_next(s, &ch), 1);
+    uint64_t t0 = now_ns();
+    assert_int_equal(kill(f->fb.pid, SIGKILL), 0);
+    int r;
+    while ((r = picolm_stream_next(s, &ch)) == 1)
+        ; /* chunks already in the ring are still delivered */
+    uint64_t dt = now_ns() - t0;
+    assert_int_equal(r, PICOLM_E_BROKER_GONE);
+    if (dt >= 100000000ull)
+        fail_msg("broker death noticed after %.1f ms", (double)dt / 1e6);
+    assert_int_equal(picolm_stream_end(s, NULL), PICOLM_E_BROKER_GONE);
+    /* Everything afterwards fails fast the same way. */
+    size_t n;
+    int32_t ids[4];
+    assert_int_equal(picolm_tokenize(f->c, "x", 1, 0, ids, 4, &n), PICOLM_E_BROKER_GONE);
+    assert_int_equal(picolm_stream_start(f->c, &p, &s), PICOLM_E_BROKER_GONE);
+    fx_stop(f);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_strerror_names_every_status),
+        cmocka_unit_test(test_params_init_sets_size_and_defaults),
+        cmocka_unit_test(test_null_arguments_are_invalid),
+        cmocka_unit_test(test_connect_to_missing_socket_is_unreachable),
+        cmocka_unit_test(test_connect_rejects_bad_paths),
+        cmocka_unit_test(test_connect_reports_broker_refusals),
+        cmocka_unit_test(test_generate_streams_every_chunk),
+        cmocka_unit_test(test_result_respects_caller_size),
+        cmocka_unit_test(test_generate_rejects_bad_params),
+        cmocka_unit_test(test_broker_error_reaches_the_caller),
+        cmocka_unit_test(test_streams_interleave_on_one_connection),
+        cmocka_unit_test(test_callback_can_stop_generation),
+        cmocka_unit_test(test_cancel_from_another_thread),
+        cmocka_unit_test(test_stream_end_cancels_a_running_stream),
+        cmocka_unit_test(test_tokenize_and_detokenize),
+        cmocka_unit_test(test_model_info),
+        cmocka_unit_test(test_garbage_record_is_a_protocol_error),
+        cmocka_unit_test(test_unknown_record_type_is_a_protocol_error),
+        cmocka_unit_test(test_inconsistent_responses_are_protocol_errors),
+        cmocka_unit_test(test_session_error_ends_the_connection),
+        cmocka_unit_test(test_silent_broker_times_out),
+        cmocka_unit_test(test_broker_death_is_noticed_within_100ms),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
