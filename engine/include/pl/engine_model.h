@@ -58,6 +58,14 @@ int pl_model_load_mem(const void *data, size_t len, const struct pl_model_opts *
                       struct pl_model **ret, char *err, size_t err_len);
 void pl_model_free(struct pl_model *m);
 
+/* Weight relocation (model_relocate.c): bytes of the tensor data section (0 for NULL), and
+ * copy every weight into dst (cap bytes, aligned to the file's general.alignment; the caller
+ * owns it and keeps it alive and unchanged until pl_model_free()) and use it from then on.
+ * Call before any pl_ctx_new(). Returns 0, -EINVAL (NULL, misaligned dst, a weight outside
+ * the data section), -ENOSPC (cap too small). On error the model is unchanged. */
+size_t pl_model_relocate_bytes(const struct pl_model *m);
+int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap);
+
 const struct pl_model_hparams *pl_model_hparams(const struct pl_model *m);
 const struct pl_tokenizer *pl_model_tokenizer(const struct pl_model *m);
 const struct pl_gguf *pl_model_gguf(const struct pl_model *m);

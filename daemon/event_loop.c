@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/* The event thread: one io_uring (pl_ipc_uring) waits on the client and admin listening
+ * sockets, handshakes, every session's doorbell and hang-up, admin connections, a signalfd
+ * (SIGTERM/SIGINT drain, SIGHUP reload) and the scheduler's notice eventfd; a 100 ms wait
+ * timeout drives the timers (handshake deadline, drain). Single-threaded; owns the session
+ * table. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "pl/ipc_doorbell.h"
+#include "pl/ipc_handshake.h"
+#include "pl/ipc_uring.h"
+#include "pl/pl_err.h"
+#include "pl/pl_log.h"
+#include "pl/pl_util.h"
+#include "scheduler.h"
+
+enum tag_kind {
+    T_LISTEN = 1,
+    T_ADMIN_LISTEN,
+    T_SIGNAL,
+    T_NOTIFY,
+    T_HANDSHAKE,
+    T_HUP,
+    T_DOORBELL,
+    T_ADMIN_CONN,
+};
+
+#define TICK_MS 100
+
+static uint64_t tag(enum tag_kind k, uint32_t gen, uint32_t slot) {
+    return ((uint64_t)k << 56) | ((uint64_t)(gen & 0xffffffu) << 32) | slot;
+}
+static enum tag_kind tag_kind(uint64_t t) {
+    return (enum tag_kind)(t >> 56);
+}
+static uint32_t tag_gen(uint64_t t) {
+    return (uint32_t)(t >> 32) & 0xffffffu;
+}
+static uint32_t tag_slot(uint64_t t) {
+    return (uint32_t)t;
+}
+
+static void arm(struct pl_daemon *d, int fd, uint32_t mask, uint64_t t, bool multi) {
+    int r = pl_ipc_uring_poll(d->uring, fd, mask, t, multi ? PL_IPC_URING_MULTISHOT : 0);
+    if (r < 0)
+        pl_log_err("cannot arm a poll (tag %llx): %s", (unsigned long long)t, pl_strerror(r));
+}
+
+/* ---- Sessions ---- */
+
+static void cancel_session_polls(struct pl_daemon *d, struct pl_daemon_session *s) {
+    (void)pl_ipc_uring_cancel(d->uring, tag(T_HANDSHAKE, s->gen, s->slot));
+    (void)pl_ipc_uring_cancel(d->uring, tag(T_HUP, s->gen, s->slot));
+    (void)pl_ipc_uring_cancel(d->uring, tag(T_DOORBELL, s->gen, s->slot));
+}
+
+void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_session *s,
+                                       const char *why) {
+    if (s->state == PL_DAEMON_SESSION_FREE || s->state == PL_DAEMON_SESSION_CLOSING)
+        return;
+    pl_log_info("session %llu (pid %d): closing: %s", (unsigned long long)s->id,
+                (int)s->peer.pid, why);
+    cancel_session_polls(d, s);
+    if (s->state == PL_DAEMON_SESSION_HANDSHAKE) {
+        pl_daemon_session_close(&d->sessions, s); /* the scheduler never saw it */
+        return;
+    }
+    s->state = PL_DAEMON_SESSION_CLOSING;
+    /* Release: the scheduler's relaxed loads of dead only stop writes early; the CLOSE
+     * message (queue release/acquire) is what hands the session over for good. */
+    atomic_store_explicit(&s->dead, true, memory_order_release);
+    if (pl_daemon_sched_send(d->sched, PL_DAEMON_CMD_CLOSE, s) < 0)
+        pl_log_err("scheduler queue full (sizing bug): session %llu leaks",
+                   (unsigned long long)s->id);
+}
+
+static void on_accept(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    if (!(ev->flags & PL_IPC_URING_EV_MORE) && d->listen_fd >= 0)
+        (void)pl_ipc_uring_accept(d->uring, d->listen_fd, tag(T_LISTEN, 0, 0),
+                                  PL_IPC_URING_MULTISHOT);
+    if (ev->res < 0) {
+        if (ev->res != -ECANCELED)
+            pl_log_warn("accept failed: %s, ignoring", pl_strerror(ev->res));
+        return;
+    }
+    int fd = ev->res;
+    if (d->draining) {
+        (void)pl_ipc_handshake_send_reject(fd, PL_IPC_WELCOME_BUSY);
+        (void)close(fd);
+        return;
+    }
+    struct pl_daemon_session *s = pl_daemon_session_open(&d->sessions, fd, pl_daemon_now_ns());
+    if (!s) {
+        d->n_rejected++;
+        pl_log_warn("out of sessions (max_sessions %u): refusing a client", d->sessions.n);
+        (void)pl_ipc_handshake_send_reject(fd, PL_IPC_WELCOME_BUSY);
+        (void)close(fd);
+        return;
+    }
+    d->n_sessions_total++;
+    arm(d, fd, POLLIN, tag(T_HANDSHAKE, s->gen, s->slot), false);
+}
+
+static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
+    struct pl_ipc_hello hello;
+    struct pl_ipc_peer peer = PL_IPC_PEER_INIT;
+    int r = pl_ipc_handshake_recv_hello(s->sock, &hello, &peer);
+    if (r == -EAGAIN) {
+        arm(d, s->sock, POLLIN, tag(T_HANDSHAKE, s->gen, s->slot), false);
+        return;
+    }
+    if (r == -PL_ERR_VERSION) {
+        (void)pl_ipc_handshake_send_reject(s->sock, PL_IPC_WELCOME_VERSION);
+        pl_daemon_event_loop_kill_session(d, s, "client speaks another ABI major");
+        return;
+    }
+    if (r < 0) {
+        d->n_protocol_errors += r == -PL_ERR_PROTOCOL;
+        pl_daemon_event_loop_kill_session(d, s, pl_strerror(r));
+        return;
+    }
+    s->peer = peer;
+    /* TODO(#policy): the policy verdict on s->peer goes here (DENIED -> reject). */
+    r = pl_daemon_session_setup_ipc(s);
+    if (r < 0) {
+        pl_log_err("session %llu: cannot set up shared memory: %s", (unsigned long long)s->id,
+                   pl_strerror(r));
+        (void)pl_ipc_handshake_send_reject(s->sock, PL_IPC_WELCOME_ERROR);
+        pl_daemon_event_loop_kill_session(d, s, "setup failed");
+        return;
+    }
+    r = pl_ipc_handshake_send_welcome(s->sock, s->id, s->reg.bytes, s->reg.fd, s->db_broker,
+                                      s->db_client);
+    if (r < 0) {
+        pl_daemon_event_loop_kill_session(d, s, pl_strerror(r));
+        return;
+    }
+    s->state = PL_DAEMON_SESSION_OPEN;
+    pl_log_debug("session %llu: open (pid %d uid %u)", (unsigned long long)s->id,
+                 (int)s->peer.pid, s->peer.uid);
+    arm(d, s->sock, POLLRDHUP, tag(T_HUP, s->gen, s->slot), false);
+    arm(d, s->db_broker, POLLIN, tag(T_DOORBELL, s->gen, s->slot), true);
+}
+
+static void on_doorbell(struct pl_daemon *d, struct pl_daemon_session *s,
+                        const struct pl_ipc_uring_event *ev) {
+    (void)pl_ipc_doorbell_drain(s->db_broker);
+    if (!(ev->flags & PL_IPC_URING_EV_MORE))
+        arm(d, s->db_broker, POLLIN, tag(T_DOORBELL, s->gen, s->slot), true);
+    /* A doorbell also means "I freed completion space": the scheduler may wait for it. */
+    pl_daemon_sched_kick(d->sched);
+    if (s->sq_paused)
+        return;
+    if (pl_daemon_dispatch_session(d, s) < 0)
+        pl_daemon_event_loop_kill_session(d, s, "protocol violation");
+}
+
+static void on_session_event(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    uint32_t slot = tag_slot(ev->tag);
+    if (slot >= d->sessions.n)
+        return;
+    struct pl_daemon_session *s = &d->sessions.s[slot];
+    if ((s->gen & 0xffffffu) != tag_gen(ev->tag) || ev->res == -ECANCELED)
+        return; /* stale: the slot moved on */
+    switch (tag_kind(ev->tag)) {
+    case T_HANDSHAKE:
+        if (s->state == PL_DAEMON_SESSION_HANDSHAKE)
+            on_handshake(d, s);
+        break;
+    case T_HUP:
+        if (s->state != PL_DAEMON_SESSION_OPEN)
+            break;
+        if (ev->res < 0 || (ev->res & (POLLRDHUP | POLLHUP | POLLERR)))
+            pl_daemon_event_loop_kill_session(d, s, "client hung up");
+        else
+            arm(d, s->sock, POLLRDHUP, tag(T_HUP, s->gen, s->slot), false);
+        break;
+    case T_DOORBELL:
+        if (s->state == PL_DAEMON_SESSION_OPEN)
+            on_doorbell(d, s, ev);
+        break;
+    case T_LISTEN:
+    case T_ADMIN_LISTEN:
+    case T_SIGNAL:
+    case T_NOTIFY:
+    case T_ADMIN_CONN:
+    default:
+        break;
+    }
+}
+
+/* ---- Scheduler notices ---- */
+
+static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    int nfd = pl_daemon_sched_notify_fd(d->sched);
+    (void)pl_ipc_doorbell_drain(nfd);
+    if (!(ev->flags & PL_IPC_URING_EV_MORE))
+        arm(d, nfd, POLLIN, tag(T_NOTIFY, 0, 0), true);
+    struct pl_daemon_msg m;
+    while (pl_daemon_sched_notice(d->sched, &m)) {
+        switch (m.kind) {
+        case PL_DAEMON_NOTICE_REQ_DONE: {
+            struct pl_daemon_req *q = m.ptr;
+            if (q->s->state != PL_DAEMON_SESSION_FREE)
+                pl_daemon_session_req_release(q->s, q);
+            break;
+        }
+        case PL_DAEMON_NOTICE_SESSION_RELEASED: {
+            struct pl_daemon_session *s = m.ptr;
+            if (s->state == PL_DAEMON_SESSION_CLOSING)
+                pl_daemon_session_close(&d->sessions, s);
+            break;
+        }
+        case PL_DAEMON_NOTICE_OUTBOX_FREED: {
+            struct pl_daemon_session *s = m.ptr;
+            if (s->state == PL_DAEMON_SESSION_OPEN && s->sq_paused) {
+                s->sq_paused = false;
+                if (pl_daemon_dispatch_session(d, s) < 0)
+                    pl_daemon_event_loop_kill_session(d, s, "protocol violation");
+            }
+            break;
+        }
+        default:
+            pl_log_err("unknown notice %u", m.kind);
+            break;
+        }
+    }
+}
+
+/* ---- Admin connections ---- */
+
+static void on_admin_accept(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    if (!(ev->flags & PL_IPC_URING_EV_MORE) && d->admin_fd >= 0)
+        (void)pl_ipc_uring_accept(d->uring, d->admin_fd, tag(T_ADMIN_LISTEN, 0, 0),
+                                  PL_IPC_URING_MULTISHOT);
+    if (ev->res < 0)
+        return;
+    for (uint32_t i = 0; i < PL_DAEMON_MAX_ADMIN; i++)
+        if (d->admin_conn[i] < 0) {
+            d->admin_conn[i] = ev->res;
+            d->admin_gen[i]++;
+            arm(d, ev->res, POLLIN, tag(T_ADMIN_CONN, d->admin_gen[i], i), false);
+            return;
+        }
+    pl_log_warn("too many admin connections, refusing one");
+    (void)close(ev->res);
+}
+
+static void on_admin_conn(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    uint32_t i = tag_slot(ev->tag);
+    if (i >= PL_DAEMON_MAX_ADMIN || d->admin_conn[i] < 0 ||
+        (d->admin_gen[i] & 0xffffffu) != tag_gen(ev->tag))
+        return;
+    bool close_it = ev->res < 0;
+    if (!close_it && (ev->res & POLLIN))
+        close_it = pl_daemon_admin_serve(d, d->admin_conn[i]) < 0;
+    else if (!close_it && (ev->res & (POLLHUP | POLLERR)))
+        close_it = true;
+    if (close_it)
+        pl_close_fd(&d->admin_conn[i]);
+    else
+        arm(d, d->admin_conn[i], POLLIN, tag(T_ADMIN_CONN, d->admin_gen[i], i), false);
+}
+
+/* ---- Signals, drain, reload ---- */
+
+void pl_daemon_event_loop_drain(struct pl_daemon *d, const char *why) {
+    if (d->draining)
+        return;
+    pl_log_info("draining (%s): no new requests; running ones get %u ms", why,
+                d->cfg.drain_timeout_ms);
+    d->draining = true;
+    d->drain_deadline_ns = pl_daemon_now_ns() + (uint64_t)d->cfg.drain_timeout_ms * 1000000ull;
+    if (d->listen_fd >= 0) {
+        (void)pl_ipc_uring_cancel(d->uring, tag(T_LISTEN, 0, 0));
+        char p[600];
+        (void)snprintf(p, sizeof(p), "%s/picolm.sock", d->cfg.socket_dir);
+        (void)unlink(p);
+        pl_close_fd(&d->listen_fd);
+    }
+}
+
+static void reload(struct pl_daemon *d) {
+    struct pl_daemon_config c;
+    char err[512] = "";
+    if (!d->cfg.config_path[0]) {
+        pl_log_info("SIGHUP: no config file to reload");
+        return;
+    }
+    pl_daemon_config_defaults(&c);
+    if (pl_daemon_config_load_file(&c, d->cfg.config_path, err, sizeof(err)) < 0) {
+        pl_log_err("SIGHUP: %s; keeping the running configuration", err);
+        return;
+    }
+    if (strcmp(c.model, d->cfg.model) || strcmp(c.socket_dir, d->cfg.socket_dir) ||
+        c.n_ctx != d->cfg.n_ctx || c.max_sessions != d->cfg.max_sessions ||
+        c.max_active != d->cfg.max_active || c.kv_pool_mb != d->cfg.kv_pool_mb ||
+        c.kv_pool_tokens != d->cfg.kv_pool_tokens || c.n_cpus != d->cfg.n_cpus)
+        pl_log_warn("SIGHUP: model, socket, context, pool, session and cpu settings need a "
+                    "restart; only the live keys were applied");
+    d->cfg.log_level = c.log_level;
+    d->cfg.prefill_chunk = c.prefill_chunk ? c.prefill_chunk : 1;
+    d->cfg.queue_max = c.queue_max;
+    d->cfg.queue_timeout_ms = c.queue_timeout_ms;
+    d->cfg.drain_timeout_ms = c.drain_timeout_ms;
+    d->cfg.handshake_timeout_ms = c.handshake_timeout_ms;
+    pl_log_set_level((enum pl_log_level)c.log_level);
+    pl_daemon_sched_set_live(d->sched, d->cfg.prefill_chunk, c.queue_max, c.queue_timeout_ms);
+    pl_log_info("SIGHUP: reloaded %s", d->cfg.config_path);
+}
+
+static void on_signal(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    if (!(ev->flags & PL_IPC_URING_EV_MORE))
+        arm(d, d->signal_fd, POLLIN, tag(T_SIGNAL, 0, 0), true);
+    struct signalfd_siginfo si;
+    while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGHUP)
+            reload(d);
+        else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+            pl_daemon_event_loop_drain(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    }
+}
+
+static void timers(struct pl_daemon *d) {
+    uint64_t now = pl_daemon_now_ns();
+    uint32_t inflight = 0;
+    for (uint32_t i = 0; i < d->sessions.n; i++) {
+        struct pl_daemon_session *s = &d->sessions.s[i];
+        if (s->state == PL_DAEMON_SESSION_HANDSHAKE &&
+            now - s->t_open_ns > (uint64_t)d->cfg.handshake_timeout_ms * 1000000ull)
+            pl_daemon_event_loop_kill_session(d, s, "no hello within the handshake timeout");
+        if (s->state == PL_DAEMON_SESSION_OPEN || s->state == PL_DAEMON_SESSION_CLOSING)
+            inflight += s->n_inflight;
+    }
+    if (!d->draining)
+        return;
+    if (inflight == 0) {
+        pl_log_info("drained: every request finished");
+        d->quit = true;
+        return;
+    }
+    if (now >= d->drain_deadline_ns && !d->drain_cancelled) {
+        pl_log_info("drain timeout: cancelling %u running requests", inflight);
+        d->drain_cancelled = true;
+        for (uint32_t i = 0; i < d->sessions.n; i++)
+            for (uint32_t j = 0; j < d->sessions.s[i].n_reqs; j++) {
+                struct pl_daemon_req *q = &d->sessions.s[i].reqs[j];
+                if (q->state != PL_DAEMON_REQ_SUBMITTED)
+                    continue;
+                atomic_store_explicit(&q->cancel_why, 2, memory_order_relaxed);
+                atomic_store_explicit(&q->cancel, true, memory_order_release);
+            }
+        pl_daemon_sched_kick(d->sched);
+    } else if (d->drain_cancelled && now >= d->drain_deadline_ns + 2000000000ull) {
+        pl_log_warn("drain: %u requests could not report their end (clients not reading); "
+                    "exiting anyway", inflight);
+        d->quit = true;
+    }
+}
+
+/* ---- The loop ---- */
+
+int pl_daemon_event_loop_run(struct pl_daemon *d) {
+    struct pl_ipc_uring_event evs[64];
+    int r;
+    if ((r = pl_ipc_uring_accept(d->uring, d->listen_fd, tag(T_LISTEN, 0, 0),
+                                 PL_IPC_URING_MULTISHOT)) < 0 ||
+        (r = pl_ipc_uring_accept(d->uring, d->admin_fd, tag(T_ADMIN_LISTEN, 0, 0),
+                                 PL_IPC_URING_MULTISHOT)) < 0)
+        return pl_log_err_errno(r, "cannot start accepting");
+    arm(d, d->signal_fd, POLLIN, tag(T_SIGNAL, 0, 0), true);
+    arm(d, pl_daemon_sched_notify_fd(d->sched), POLLIN, tag(T_NOTIFY, 0, 0), true);
+    uint64_t next_tick = pl_daemon_now_ns() + TICK_MS * 1000000ull;
+
+    while (!d->quit) {
+        int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs), TICK_MS);
+        if (n < 0 && n != -EINTR)
+            return pl_log_err_errno(n, "io_uring wait failed");
+        for (int i = 0; i < n; i++) {
+            switch (tag_kind(evs[i].tag)) {
+            case T_LISTEN:
+                on_accept(d, &evs[i]);
+                break;
+            case T_ADMIN_LISTEN:
+                on_admin_accept(d, &evs[i]);
+                break;
+            case T_SIGNAL:
+                on_signal(d, &evs[i]);
+                break;
+            case T_NOTIFY:
+                on_notify(d, &evs[i]);
+                break;
+            case T_ADMIN_CONN:
+                on_admin_conn(d, &evs[i]);
+                break;
+            case T_HANDSHAKE:
+            case T_HUP:
+            case T_DOORBELL:
+                on_session_event(d, &evs[i]);
+                break;
+            default:
+                break;
+            }
+        }
+        uint64_t now = pl_daemon_now_ns();
+        if (n == 0 || now >= next_tick || d->draining) {
+            next_tick = now + TICK_MS * 1000000ull;
+            timers(d);
+        }
+    }
+    return d->exit_code;
+}

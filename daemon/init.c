@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/* picolmd start-up: model load, weights onto huge pages + mlock with the fallback chain
+ * hugetlb -> THP -> plain anonymous -> file mapping (the reason for each step down is kept
+ * and reported), and socket binding. Called once by main.c before any thread starts
+ * serving clients. */
+#include "init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "pl/engine_gguf.h"
+#include "pl/engine_model.h"
+#include "pl/pl_err.h"
+#include "pl/pl_log.h"
+#include "pl/pl_util.h"
+
+#define HUGE_2M (2u * 1024 * 1024)
+
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << 26)
+#endif
+
+static int set_err(char *err, size_t len, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int set_err(char *err, size_t len, int r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static void read_first_line(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "re");
+    buf[0] = '\0';
+    if (!f)
+        return;
+    if (fgets(buf, (int)len, f))
+        buf[strcspn(buf, "\n")] = '\0';
+    (void)fclose(f);
+}
+
+/* ---- Weights onto huge pages ---- */
+
+static void *try_hugetlb(size_t bytes, char *why, size_t why_len) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
+    if (p != MAP_FAILED)
+        return p;
+    int e = errno;
+    char n[32];
+    read_first_line("/proc/sys/vm/nr_hugepages", n, sizeof(n));
+    (void)snprintf(why, why_len, "MAP_HUGETLB of %zu MiB failed (%s; vm.nr_hugepages=%s)",
+                   bytes >> 20, strerror(e), n[0] ? n : "?");
+    return NULL;
+}
+
+/* Anonymous memory aligned to 2 MiB so that THP can back all of it. */
+static void *try_anon(size_t bytes, bool *ret_thp, char *why, size_t why_len) {
+    size_t span = bytes + HUGE_2M;
+    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        (void)snprintf(why, why_len, "anonymous mapping of %zu MiB failed (%s)", bytes >> 20,
+                       strerror(errno));
+        return NULL;
+    }
+    uint8_t *a = (uint8_t *)PL_ALIGN_UP((uintptr_t)p, (uintptr_t)HUGE_2M);
+    if (a > p)
+        (void)munmap(p, (size_t)(a - p));
+    if (p + span > a + bytes)
+        (void)munmap(a + bytes, (size_t)(p + span - (a + bytes)));
+    char mode[128];
+    read_first_line("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode));
+    *ret_thp = false;
+    if (madvise(a, bytes, MADV_HUGEPAGE) < 0)
+        (void)snprintf(why, why_len, "madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
+    else if (strstr(mode, "[never]"))
+        (void)snprintf(why, why_len, "transparent huge pages are disabled (%s)", mode);
+    else
+        *ret_thp = true;
+    return a;
+}
+
+int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **ret_model,
+                         struct pl_daemon_residency *res, char *err, size_t err_len) {
+    struct pl_model_opts mo = {.n_threads = cfg->n_cpus, .pin_threads = cfg->n_cpus > 0};
+    struct pl_model *m = NULL;
+    char why[256] = "", why2[256] = "";
+    int r;
+
+    memset(res, 0, sizeof(*res));
+    r = pl_model_load(cfg->model, &mo, &m, err, err_len);
+    if (r < 0)
+        return r;
+
+    size_t wb = pl_model_relocate_bytes(m);
+    res->weight_bytes = wb;
+    size_t bytes = PL_ALIGN_UP(wb, (size_t)HUGE_2M);
+    void *dst = NULL;
+    bool thp = false;
+
+    if (cfg->hugepages == PL_DAEMON_HUGEPAGES_OFF) {
+        (void)snprintf(res->reason, sizeof(res->reason), "hugepages = off in the configuration");
+    } else if (wb == 0) {
+        (void)snprintf(res->reason, sizeof(res->reason), "the model has no tensor data");
+    } else {
+        if (cfg->hugepages == PL_DAEMON_HUGEPAGES_AUTO)
+            dst = try_hugetlb(bytes, why, sizeof(why));
+        else
+            (void)snprintf(why, sizeof(why), "hugetlb skipped (hugepages = thp)");
+        if (dst) {
+            (void)snprintf(res->backing, sizeof(res->backing), "hugetlb");
+            (void)snprintf(res->reason, sizeof(res->reason),
+                           "MAP_HUGETLB with 2 MiB pages (%zu pages)", bytes / HUGE_2M);
+        } else {
+            dst = try_anon(bytes, &thp, why2, sizeof(why2));
+            if (dst) {
+                (void)snprintf(res->backing, sizeof(res->backing), thp ? "thp" : "anonymous");
+                (void)snprintf(res->reason, sizeof(res->reason), "%s; %s", why,
+                               thp ? "anonymous memory with MADV_HUGEPAGE" : why2);
+            } else {
+                (void)snprintf(res->reason, sizeof(res->reason), "%s; %s", why, why2);
+            }
+        }
+    }
+    if (dst) {
+        r = pl_model_relocate_weights(m, dst, bytes);
+        if (r < 0) {
+            (void)munmap(dst, bytes);
+            dst = NULL;
+            (void)snprintf(res->reason + strlen(res->reason),
+                           sizeof(res->reason) - strlen(res->reason),
+                           "; relocation failed (%s)", pl_strerror(r));
+        } else {
+            res->base = dst;
+            res->bytes = bytes;
+            /* Read-only from now on: no later path may write the weights. */
+            if (mprotect(dst, bytes, PROT_READ) < 0)
+                pl_log_warn("mprotect(PROT_READ) of the weights failed: %s, ignoring",
+                            strerror(errno));
+        }
+    }
+    if (!dst)
+        (void)snprintf(res->backing, sizeof(res->backing), "file");
+
+    /* Lock: our copy, or the file's tensor data in place. */
+    const void *lock_at = dst;
+    size_t lock_len = bytes;
+    if (!dst) {
+        const struct pl_gguf *g = pl_model_gguf(m);
+        lock_at = (const uint8_t *)pl_gguf_base(g) + pl_gguf_data_offset(g);
+        lock_len = wb;
+    }
+    if (lock_len > 0 && mlock(lock_at, lock_len) == 0) {
+        res->locked = true;
+    } else if (lock_len > 0) {
+        int e = errno;
+        struct rlimit rl = {0};
+        (void)getrlimit(RLIMIT_MEMLOCK, &rl);
+        (void)snprintf(res->lock_reason, sizeof(res->lock_reason),
+                       "mlock of %zu KiB failed: %s (RLIMIT_MEMLOCK %llu KiB; needs "
+                       "CAP_IPC_LOCK or a higher LimitMEMLOCK=)",
+                       lock_len >> 10, strerror(e), (unsigned long long)(rl.rlim_cur >> 10));
+        if (cfg->require_mlock) {
+            r = set_err(err, err_len, -e, "%s, and require_mlock is set", res->lock_reason);
+            pl_daemon_init_model_done(m, res);
+            return r;
+        }
+        pl_log_warn("weights NOT locked in RAM: %s; they may be paged out", res->lock_reason);
+    }
+    pl_log_info("weights: %zu KiB on %s (%s), %s", wb >> 10, res->backing, res->reason,
+                res->locked ? "locked" : "not locked");
+    *ret_model = m;
+    return 0;
+}
+
+void pl_daemon_init_model_done(struct pl_model *m, struct pl_daemon_residency *res) {
+    pl_model_free(m);
+    if (res->base)
+        (void)munmap(res->base, res->bytes);
+    res->base = NULL;
+}
+
+void pl_daemon_init_residency_measure(const struct pl_daemon_residency *res,
+                                      uint64_t *ret_locked, uint64_t *ret_hugetlb,
+                                      uint64_t *ret_thp) {
+    *ret_locked = *ret_hugetlb = *ret_thp = 0;
+    if (!res->base)
+        return;
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return;
+    char line[512];
+    bool in = false;
+    uintptr_t lo = (uintptr_t)res->base, hi = lo + res->bytes;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long a, b;
+        unsigned long long kb;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') &&
+            (size_t)strcspn(line, " ") < 40) {
+            in = a >= lo && b <= hi;
+            continue;
+        }
+        if (!in)
+            continue;
+        if (sscanf(line, "Locked: %llu kB", &kb) == 1)
+            *ret_locked += kb << 10;
+        else if (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1)
+            *ret_thp += kb << 10;
+        else if (sscanf(line, "Private_Hugetlb: %llu kB", &kb) == 1)
+            *ret_hugetlb += kb << 10;
+    }
+    (void)fclose(f);
+}
+
+/* ---- Sockets ---- */
+
+static int bind_one(const char *dir, const char *name, mode_t mode, int *ret_fd, char *err,
+                    size_t err_len) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+        return set_err(err, err_len, -ENAMETOOLONG, "socket path %s/%s is too long", dir, name);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return set_err(err, err_len, -errno, "socket(): %s", strerror(errno));
+    struct stat st;
+    if (lstat(sa.sun_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            (void)close(fd);
+            return set_err(err, err_len, -EEXIST, "%s exists and is not a socket",
+                           sa.sun_path);
+        }
+        /* A live daemon answers connect(); a stale file refuses it. */
+        int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            (void)close(probe);
+            (void)close(fd);
+            return set_err(err, err_len, -EADDRINUSE,
+                           "%s: another picolmd is already listening there", sa.sun_path);
+        }
+        if (probe >= 0)
+            (void)close(probe);
+        (void)unlink(sa.sun_path);
+    }
+    mode_t old = umask(0777 & ~mode);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int e = errno;
+    (void)umask(old);
+    if (r < 0 || chmod(sa.sun_path, mode) < 0 || listen(fd, 128) < 0) {
+        if (r == 0)
+            e = errno;
+        (void)close(fd);
+        return set_err(err, err_len, -e, "cannot listen on %s: %s", sa.sun_path, strerror(e));
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+int pl_daemon_init_sockets(const char *dir, int *ret_client_fd, int *ret_admin_fd, char *err,
+                           size_t err_len) {
+    int cfd = -1, afd = -1, r;
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return set_err(err, err_len, -errno, "cannot create %s: %s", dir, strerror(errno));
+    if ((r = bind_one(dir, "picolm.sock", 0666, &cfd, err, err_len)) < 0)
+        return r;
+    if ((r = bind_one(dir, "admin.sock", 0600, &afd, err, err_len)) < 0) {
+        (void)close(cfd);
+        return r;
+    }
+    *ret_client_fd = cfd;
+    *ret_admin_fd = afd;
+    return 0;
+}
+
+void pl_daemon_init_sockets_unlink(const char *dir) {
+    char p[600];
+    (void)snprintf(p, sizeof(p), "%s/picolm.sock", dir);
+    (void)unlink(p);
+    (void)snprintf(p, sizeof(p), "%s/admin.sock", dir);
+    (void)unlink(p);
+}
+
+int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg) {
+    (void)cfg;
+    /* TODO(#policy): drop to the picolm user, keep no capabilities, set no_new_privs and load
+     * the seccomp allowlist here. Until then the daemon keeps its start-up credentials, and
+     * admin status reports seccomp = false. */
+    pl_log_info("privilege drop and seccomp are not configured yet (uid %u)", (unsigned)getuid());
+    return 0;
+}

@@ -1,0 +1,820 @@
+/* SPDX-License-Identifier: MIT */
+/* The inference thread: continuous batching (see scheduler.h). Owns the engine context, the
+ * list of requests handed over by the event thread, and the producer end of every client's
+ * completion ring. */
+#include "scheduler.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pl/engine_model.h"
+#include "pl/engine_sampler.h"
+#include "pl/engine_tokenizer.h"
+#include "pl/ipc_doorbell.h"
+#include "pl/ipc_ring.h"
+#include "pl/picolm.pb-c.h"
+#include "pl/pl_err.h"
+#include "pl/pl_log.h"
+#include "pl/pl_util.h"
+#include "records.h"
+#include "session.h"
+
+#define KV_BLOCK 16u /* tokens per engine KV block (engine/src/kv.h) */
+
+struct pl_daemon_sched {
+    struct pl_model *m;
+    const struct pl_tokenizer *tok;
+    struct pl_ctx *ctx;
+    struct pl_daemon_sched_opts o;
+    uint32_t cpus[256];
+    uint32_t n_vocab;
+    uint32_t total_blocks;
+    uint32_t reserved_blocks;
+
+    struct pl_daemon_spsc cmdq;  /* event -> scheduler */
+    struct pl_daemon_spsc noteq; /* scheduler -> event */
+    int wake_fd;                 /* the scheduler sleeps on it */
+    int notify_fd;               /* the event thread polls it */
+    _Atomic int sleeping;        /* 1 while the scheduler may block on wake_fd */
+    _Atomic int kicked;          /* something may have changed: do not sleep */
+    _Atomic bool stop;
+    _Atomic uint32_t prefill_chunk, queue_max, queue_timeout_ms;
+    bool noticed;                /* notices posted this step: write notify_fd once */
+
+    /* Requests held, in arrival order (admission is FIFO). */
+    struct pl_daemon_req **held; /* [max_held] */
+    uint32_t n_held;
+    int32_t *free_seq;           /* [n_seq] stack */
+    uint32_t n_free_seq;
+    struct pl_daemon_session **outbox_list; /* [max_sessions] sessions with replies queued */
+    uint32_t n_outbox;
+    struct pl_daemon_session **dirty; /* [max_sessions + max_held] cq written, unpublished */
+    uint32_t n_dirty, max_dirty;
+
+    /* Batch scratch [n_batch] and logits [n_seq][n_vocab]. */
+    int32_t *b_tok, *b_pos, *b_seq;
+    bool *b_logits;
+    struct pl_daemon_req **b_req;   /* request of each logits row, in row order */
+    float *logits;
+    char piece[PL_DAEMON_STOP_MAX_PIECE];
+
+    struct pl_daemon_sched_stats st;
+    pthread_t thread;
+    bool thread_started;
+    /* start-up hand-shake (the only lock, used once) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int start_rc;
+    bool start_done;
+    char start_err[256];
+};
+
+uint64_t pl_daemon_now_ns(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t blocks_for(uint32_t tokens) {
+    return (tokens + KV_BLOCK - 1) / KV_BLOCK;
+}
+
+/* ---- Notices ---- */
+
+static void notice(struct pl_daemon_sched *s, uint32_t kind, void *ptr) {
+    struct pl_daemon_msg m = {.kind = kind, .ptr = ptr};
+    if (pl_daemon_spsc_push(&s->noteq, &m) < 0)
+        pl_log_err("notice queue full (sizing bug): notice %u lost", kind);
+    s->noticed = true;
+}
+
+static void flush_notices(struct pl_daemon_sched *s) {
+    if (!s->noticed)
+        return;
+    s->noticed = false;
+    (void)pl_ipc_doorbell_ring(s->notify_fd);
+}
+
+/* ---- Completion ring writers (this thread only) ---- */
+
+static void mark_dirty(struct pl_daemon_sched *s, struct pl_daemon_session *ss) {
+    if (ss->cq_dirty)
+        return;
+    ss->cq_dirty = true;
+    if (s->n_dirty < s->max_dirty)
+        s->dirty[s->n_dirty++] = ss;
+}
+
+/* Pack msg into the session's completion ring. Returns 0, -EAGAIN (ring full: the session
+ * stalls), or another negative code (the ring is broken: the client corrupted it). */
+static int put(struct pl_daemon_sched *s, struct pl_daemon_session *ss, uint32_t type,
+               const ProtobufCMessage *msg) {
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    void *p;
+    if (len > pl_ipc_ring_max_payload(&ss->cq))
+        return -EMSGSIZE;
+    int r = pl_ipc_ring_reserve(&ss->cq, (uint32_t)len, &p);
+    if (r == -EAGAIN) {
+        ss->cq_need = (uint32_t)len;
+        return r;
+    }
+    if (r < 0)
+        return r;
+    (void)protobuf_c_message_pack(msg, p);
+    r = pl_ipc_ring_commit(&ss->cq, type, (uint32_t)len);
+    if (r < 0)
+        return r;
+    mark_dirty(s, ss);
+    return 0;
+}
+
+static int put_chunk(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
+    if (q->n_out_ids == 0 && q->n_out_text == 0)
+        return 0;
+    Picolm__V1__TokenChunk c = PICOLM__V1__TOKEN_CHUNK__INIT;
+    c.request_id = q->id;
+    c.n_ids = q->n_out_ids;
+    c.ids = q->out_ids;
+    c.text.len = q->n_out_text;
+    c.text.data = (uint8_t *)q->out_text;
+    int r = put(s, q->s, PL_DAEMON_REC_TOKEN_CHUNK, &c.base);
+    if (r == 0)
+        q->n_out_ids = q->n_out_text = 0;
+    return r;
+}
+
+static const char *cancel_reason(uint32_t why) {
+    switch (why) {
+    case 1:
+        return "killed by admin";
+    case 2:
+        return "daemon shutting down";
+    default:
+        return "cancelled by the client";
+    }
+}
+
+static int put_done(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
+    if (q->error_code) {
+        Picolm__V1__Error e = PICOLM__V1__ERROR__INIT;
+        e.request_id = q->id;
+        e.code = (Picolm__V1__ErrorCode)q->error_code;
+        e.message = (char *)q->error_code_msg;
+        return put(s, q->s, PL_DAEMON_REC_ERROR, &e.base);
+    }
+    Picolm__V1__Done d = PICOLM__V1__DONE__INIT;
+    d.request_id = q->id;
+    d.finish_reason = (Picolm__V1__FinishReason)q->finish;
+    d.prompt_tokens = q->n_prompt;
+    d.generated_tokens = q->n_gen;
+    uint64_t start = q->t_start_ns ? q->t_start_ns : q->t_end_ns;
+    d.queue_ns = start - q->t_recv_ns;
+    if (q->t_prefill_end_ns) {
+        d.prefill_ns = q->t_prefill_end_ns - start;
+        d.decode_ns = q->t_end_ns - q->t_prefill_end_ns;
+    }
+    d.ttft_ns = q->t_first_ns ? q->t_first_ns - q->t_recv_ns : 0;
+    d.seed = q->seed;
+    d.reason = (char *)(q->finish == PICOLM__V1__FINISH_REASON__FINISH_REASON_CANCELLED
+                            ? cancel_reason(atomic_load_explicit(&q->cancel_why,
+                                                                 memory_order_relaxed))
+                            : "");
+    return put(s, q->s, PL_DAEMON_REC_DONE, &d.base);
+}
+
+/* ---- Request state ---- */
+
+static void release_seq(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
+    if (q->seq >= 0) {
+        pl_ctx_seq_clear(s->ctx, q->seq);
+        s->free_seq[s->n_free_seq++] = q->seq;
+        q->seq = -1;
+        s->reserved_blocks -= blocks_for(q->n_need);
+        atomic_store_explicit(&q->s->kv_tokens, 0, memory_order_relaxed);
+    }
+}
+
+/* Decide how q ends; its output and Done go out from the FINISHING phase. */
+static void finish(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t reason,
+                   uint64_t now) {
+    release_seq(s, q);
+    if (reason != PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP && !q->error_code) {
+        /* No stop string matched: what was held back is output after all. */
+        (void)pl_daemon_stop_flush(&q->stop, q->out_text, sizeof(q->out_text), &q->n_out_text);
+    }
+    q->finish = reason;
+    q->t_end_ns = now;
+    q->phase = PL_DAEMON_PHASE_FINISHING;
+}
+
+static void fail(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t code,
+                 const char *msg, uint64_t now) {
+    q->error_code = code;
+    q->error_code_msg = msg;
+    q->n_out_ids = q->n_out_text = 0;
+    finish(s, q, 0, now);
+}
+
+/* Try to write out a FINISHING request; true when it is gone. */
+static bool try_retire(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
+    if (!q->error_code && put_chunk(s, q) < 0)
+        return false;
+    if (!q->done_written) {
+        if (put_done(s, q) < 0)
+            return false;
+        q->done_written = true;
+    }
+    atomic_fetch_add_explicit(&s->st.requests_done, 1, memory_order_relaxed);
+    notice(s, PL_DAEMON_NOTICE_REQ_DONE, q);
+    return true;
+}
+
+static void activate(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64_t now) {
+    q->seq = s->free_seq[--s->n_free_seq];
+    s->reserved_blocks += blocks_for(q->n_need);
+    q->phase = PL_DAEMON_PHASE_PREFILL;
+    q->t_start_ns = now;
+    atomic_store_explicit(&q->s->queue_ns, now - q->t_recv_ns, memory_order_relaxed);
+}
+
+/* A new request: admit it, queue it, or refuse it. */
+static void admit_new(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64_t now) {
+    q->phase = PL_DAEMON_PHASE_WAITING;
+    q->seq = -1;
+    q->n_fed = q->n_gen = 0;
+    q->finish = 0;
+    q->done_written = false;
+    q->error_code = 0;
+    q->t_start_ns = q->t_first_ns = q->t_prefill_end_ns = q->t_end_ns = 0;
+    q->n_out_ids = q->n_out_text = 0;
+    q->deadline_ns = now + (uint64_t)atomic_load_explicit(&s->queue_timeout_ms,
+                                                          memory_order_relaxed) * 1000000ull;
+    if (s->n_held == s->o.max_held) {
+        pl_log_err("session %llu: request table full (sizing bug)",
+                   (unsigned long long)q->s->id);
+        return;
+    }
+    s->held[s->n_held++] = q;
+    if (blocks_for(q->n_need) > s->total_blocks) {
+        atomic_fetch_add_explicit(&s->st.kv_exhausted, 1, memory_order_relaxed);
+        fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED,
+             "the request needs more KV tokens than the whole pool holds; lower max_tokens",
+             now);
+        return;
+    }
+    uint32_t waiting = 0;
+    for (uint32_t i = 0; i + 1 < s->n_held; i++)
+        waiting += s->held[i]->phase == PL_DAEMON_PHASE_WAITING;
+    if (waiting == 0 && s->n_free_seq > 0 &&
+        s->reserved_blocks + blocks_for(q->n_need) <= s->total_blocks) {
+        activate(s, q, now);
+        return;
+    }
+    if (waiting >= atomic_load_explicit(&s->queue_max, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&s->st.kv_exhausted, 1, memory_order_relaxed);
+        fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED,
+             "KV pool full and the wait queue is full; retry later", now);
+    }
+}
+
+/* Drop everything of a closed session without writing to it. */
+static void drop_session(struct pl_daemon_sched *s, struct pl_daemon_session *ss) {
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        struct pl_daemon_req *q = s->held[i];
+        if (q->s == ss)
+            release_seq(s, q);
+        else
+            s->held[j++] = q;
+    }
+    s->n_held = j;
+    for (uint32_t i = 0; i < s->n_outbox; i++)
+        if (s->outbox_list[i] == ss) {
+            s->outbox_list[i] = s->outbox_list[--s->n_outbox];
+            break;
+        }
+    ss->outbox_listed = false;
+    for (uint32_t i = 0; i < s->n_dirty; i++)
+        if (s->dirty[i] == ss) {
+            s->dirty[i] = s->dirty[--s->n_dirty];
+            break;
+        }
+    ss->cq_dirty = false;
+    ss->cq_armed = false;
+    notice(s, PL_DAEMON_NOTICE_SESSION_RELEASED, ss);
+}
+
+static void handle_cmds(struct pl_daemon_sched *s, uint64_t now) {
+    struct pl_daemon_msg m;
+    while (pl_daemon_spsc_pop(&s->cmdq, &m)) {
+        switch (m.kind) {
+        case PL_DAEMON_CMD_NEW:
+            admit_new(s, m.ptr, now);
+            break;
+        case PL_DAEMON_CMD_CLOSE:
+            drop_session(s, m.ptr);
+            break;
+        case PL_DAEMON_CMD_OUTBOX: {
+            struct pl_daemon_session *ss = m.ptr;
+            atomic_store_explicit(&ss->outbox_signalled, false, memory_order_seq_cst);
+            if (!ss->outbox_listed && s->n_outbox < s->o.max_sessions) {
+                ss->outbox_listed = true;
+                s->outbox_list[s->n_outbox++] = ss;
+            }
+            break;
+        }
+        default:
+            pl_log_err("unknown scheduler message %u", m.kind);
+            break;
+        }
+    }
+}
+
+/* Copy queued replies into completion rings. */
+static void handle_outboxes(struct pl_daemon_sched *s) {
+    for (uint32_t i = 0; i < s->n_outbox;) {
+        struct pl_daemon_session *ss = s->outbox_list[i];
+        bool stalled = false;
+        /* Acquire: pairs with the event thread's release store in outbox_commit. */
+        uint32_t pub = atomic_load_explicit(&ss->outbox_pub, memory_order_acquire);
+        while (ss->outbox_head != pub && !atomic_load_explicit(&ss->dead, memory_order_relaxed)) {
+            struct pl_daemon_outbox_slot *o = &ss->outbox[ss->outbox_head % PL_DAEMON_OUTBOX_SLOTS];
+            int r = pl_ipc_ring_push(&ss->cq, o->type, o->buf, o->len);
+            if (r == -EAGAIN) {
+                ss->cq_need = o->len;
+                stalled = true;
+                break;
+            }
+            /* A broken ring: the client scribbled on it; its hang-up will follow. */
+            ss->outbox_head++;
+            if (r == 0)
+                mark_dirty(s, ss);
+            /* Release: our reads of the slot happen before the event thread reuses it. */
+            atomic_store_explicit(&ss->outbox_done, ss->outbox_head, memory_order_release);
+            if (atomic_exchange_explicit(&ss->want_outbox_notice, false, memory_order_acq_rel))
+                notice(s, PL_DAEMON_NOTICE_OUTBOX_FREED, ss);
+        }
+        if (!stalled) {
+            ss->outbox_listed = false;
+            s->outbox_list[i] = s->outbox_list[--s->n_outbox];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* ---- One step ---- */
+
+/* Room for one more token's output in q's buffers? */
+static bool out_has_room(const struct pl_daemon_req *q) {
+    return q->n_out_ids < PL_DAEMON_OUT_IDS &&
+           q->n_out_text + PL_DAEMON_STOP_MAX_LEN + PL_DAEMON_STOP_MAX_PIECE <=
+               PL_DAEMON_OUT_TEXT;
+}
+
+/* Service cancels, closes, queue deadlines, admission and pending output. Returns true if
+ * some request is blocked only on its client's ring. */
+static bool prepare(struct pl_daemon_sched *s, uint64_t now) {
+    bool stalled = false, admitting = true;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        struct pl_daemon_req *q = s->held[i];
+        if (q->phase != PL_DAEMON_PHASE_FINISHING &&
+            atomic_load_explicit(&q->cancel, memory_order_acquire))
+            finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_CANCELLED, now);
+        if (q->phase == PL_DAEMON_PHASE_WAITING) {
+            if (admitting && s->n_free_seq > 0 &&
+                s->reserved_blocks + blocks_for(q->n_need) <= s->total_blocks)
+                activate(s, q, now);
+            else if (now >= q->deadline_ns)
+                fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED,
+                     "KV pool full: waited the whole queue timeout", now);
+            else
+                admitting = false; /* FIFO: nobody overtakes the oldest waiter */
+        }
+        if (q->phase == PL_DAEMON_PHASE_FINISHING) {
+            if (try_retire(s, q))
+                continue; /* gone */
+            stalled = true;
+        } else if (q->phase == PL_DAEMON_PHASE_DECODE && (q->n_out_ids || q->n_out_text) &&
+                   (q->stream || !out_has_room(q))) {
+            if (put_chunk(s, q) < 0)
+                stalled = true;
+        }
+        s->held[j++] = q;
+    }
+    s->n_held = j;
+    return stalled;
+}
+
+/* Sample, emit and decide the end of each request that got logits. */
+static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t now) {
+    for (uint32_t row = 0; row < n_rows; row++) {
+        struct pl_daemon_req *q = s->b_req[row];
+        float *lg = s->logits + (size_t)row * s->n_vocab;
+        if (q->phase == PL_DAEMON_PHASE_PREFILL) {
+            q->phase = PL_DAEMON_PHASE_DECODE;
+            q->t_prefill_end_ns = now;
+        }
+        int32_t tok = pl_sampler_sample(q->sampler, lg);
+        if (tok < 0) {
+            fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_INTERNAL, "sampling failed", now);
+            continue;
+        }
+        pl_sampler_accept(q->sampler, tok);
+        q->n_gen++;
+        if (!q->t_first_ns) {
+            q->t_first_ns = now;
+            atomic_store_explicit(&q->s->ttft_ns, now - q->t_recv_ns, memory_order_relaxed);
+        }
+        atomic_fetch_add_explicit(&q->s->tokens_out, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->st.tokens_generated, 1, memory_order_relaxed);
+        if (!q->ignore_eos && pl_tokenizer_is_eog(s->tok, tok)) {
+            finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_EOS, now);
+            continue;
+        }
+        q->out_ids[q->n_out_ids++] = tok;
+        int n = pl_tokenizer_piece(s->tok, tok, s->piece, sizeof(s->piece));
+        if (n < 0)
+            n = 0; /* a piece longer than any stop window: ids still carry it */
+        int m = pl_daemon_stop_feed(&q->stop, s->piece, (size_t)n, q->out_text,
+                                    sizeof(q->out_text), &q->n_out_text);
+        if (m == 1) {
+            finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP, now);
+            continue;
+        }
+        q->last = tok;
+        if (q->n_gen >= q->max_new) {
+            finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_LENGTH, now);
+            continue;
+        }
+        if (q->stream)
+            (void)put_chunk(s, q); /* a full ring leaves it buffered: prepare() retries */
+    }
+}
+
+/* Build and run one batch. Returns the number of entries run. */
+static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
+    uint32_t n = 0, rows = 0;
+    /* Decode entries: one token per decoding request whose output has room. */
+    for (uint32_t i = 0; i < s->n_held && n < s->o.n_batch; i++) {
+        struct pl_daemon_req *q = s->held[i];
+        if (q->phase != PL_DAEMON_PHASE_DECODE || !out_has_room(q) ||
+            (q->stream && (q->n_out_ids || q->n_out_text)))
+            continue;
+        s->b_tok[n] = q->last;
+        s->b_pos[n] = (int32_t)(q->n_prompt + q->n_gen - 1);
+        s->b_seq[n] = q->seq;
+        s->b_logits[n] = true;
+        s->b_req[rows++] = q;
+        n++;
+    }
+    /* Prefill: a bounded chunk of prompt tokens per step, oldest request first, so a long
+     * prompt never holds back the token streams of the others. */
+    uint32_t budget = atomic_load_explicit(&s->prefill_chunk, memory_order_relaxed);
+    for (uint32_t i = 0; i < s->n_held && budget > 0 && n < s->o.n_batch; i++) {
+        struct pl_daemon_req *q = s->held[i];
+        if (q->phase != PL_DAEMON_PHASE_PREFILL)
+            continue;
+        uint32_t take = PL_MIN(q->n_prompt - q->n_fed, PL_MIN(budget, s->o.n_batch - n));
+        for (uint32_t k = 0; k < take; k++, n++) {
+            s->b_tok[n] = q->prompt[q->n_fed];
+            s->b_pos[n] = (int32_t)q->n_fed;
+            s->b_seq[n] = q->seq;
+            q->n_fed++;
+            s->b_logits[n] = q->n_fed == q->n_prompt;
+            if (s->b_logits[n])
+                s->b_req[rows++] = q;
+        }
+        budget -= take;
+        atomic_store_explicit(&q->s->kv_tokens, q->n_fed, memory_order_relaxed);
+    }
+    if (n == 0)
+        return 0;
+    struct pl_batch b = {.n = n, .token = s->b_tok, .pos = s->b_pos, .seq = s->b_seq,
+                         .logits = s->b_logits};
+    int r = pl_ctx_decode(s->ctx, &b, s->logits);
+    atomic_fetch_add_explicit(&s->st.steps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->st.tokens_decoded, n, memory_order_relaxed);
+    now = pl_daemon_now_ns();
+    if (r < 0) {
+        /* The accounting guarantees room, so this is our bug: fail the batch, keep going. */
+        pl_log_err("forward step of %u tokens failed: %s", n, pl_strerror(r));
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t k = 0; k < s->n_held; k++)
+                if (s->held[k]->seq == s->b_seq[i] &&
+                    s->held[k]->phase != PL_DAEMON_PHASE_FINISHING)
+                    fail(s, s->held[k], PICOLM__V1__ERROR_CODE__ERROR_CODE_INTERNAL,
+                         "forward pass failed", now);
+        return n;
+    }
+    after_decode(s, rows, now);
+    return n;
+}
+
+/* Write out what finished in this step right away (not one loop later). */
+static void retire_finished(struct pl_daemon_sched *s) {
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        struct pl_daemon_req *q = s->held[i];
+        if (q->phase == PL_DAEMON_PHASE_FINISHING && try_retire(s, q))
+            continue;
+        s->held[j++] = q;
+    }
+    s->n_held = j;
+}
+
+static void publish_dirty(struct pl_daemon_sched *s) {
+    for (uint32_t i = 0; i < s->n_dirty; i++) {
+        struct pl_daemon_session *ss = s->dirty[i];
+        ss->cq_dirty = false;
+        if (!atomic_load_explicit(&ss->dead, memory_order_relaxed))
+            (void)pl_ipc_doorbell_notify(&ss->cq, ss->db_client);
+    }
+    s->n_dirty = 0;
+}
+
+static void publish_stats(struct pl_daemon_sched *s) {
+    uint32_t active = 0, waiting = 0;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        active += s->held[i]->seq >= 0;
+        waiting += s->held[i]->phase == PL_DAEMON_PHASE_WAITING;
+    }
+    atomic_store_explicit(&s->st.n_active, active, memory_order_relaxed);
+    atomic_store_explicit(&s->st.n_waiting, waiting, memory_order_relaxed);
+    atomic_store_explicit(&s->st.kv_used_tokens, pl_ctx_kv_used(s->ctx), memory_order_relaxed);
+    atomic_store_explicit(&s->st.kv_reserved_tokens, s->reserved_blocks * KV_BLOCK,
+                          memory_order_relaxed);
+}
+
+/* Sleep until kicked or the earliest wait-queue deadline. Rings of stalled sessions are
+ * armed so that their clients ring the broker doorbell (and the event thread kicks us). */
+static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, uint64_t now) {
+    int timeout = -1;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        struct pl_daemon_req *q = s->held[i];
+        if (q->phase == PL_DAEMON_PHASE_WAITING) {
+            uint64_t left = q->deadline_ns > now ? q->deadline_ns - now : 0;
+            int ms = (int)PL_MIN(left / 1000000ull + 1, (uint64_t)INT32_MAX);
+            if (timeout < 0 || ms < timeout)
+                timeout = ms;
+        }
+    }
+    if (stalled) {
+        for (uint32_t i = 0; i < s->n_held; i++) {
+            struct pl_daemon_session *ss = s->held[i]->s;
+            if (!ss->cq_armed) {
+                ss->cq_armed = true;
+                if (pl_ipc_ring_sleep_prepare(&ss->cq, ss->cq_need) != 0)
+                    timeout = 0; /* room already: go round again */
+            }
+        }
+        for (uint32_t i = 0; i < s->n_outbox; i++) {
+            struct pl_daemon_session *ss = s->outbox_list[i];
+            if (!ss->cq_armed) {
+                ss->cq_armed = true;
+                if (pl_ipc_ring_sleep_prepare(&ss->cq, ss->cq_need) != 0)
+                    timeout = 0;
+            }
+        }
+    }
+    /* Dekker pair with pl_daemon_sched_send/kick: we store sleeping then load kicked and the
+     * queue; they store the queue/kicked then load sleeping; seq_cst orders both sides. */
+    atomic_store_explicit(&s->sleeping, 1, memory_order_seq_cst);
+    if (timeout != 0 && !atomic_exchange_explicit(&s->kicked, 0, memory_order_seq_cst) &&
+        pl_daemon_spsc_empty(&s->cmdq) && !atomic_load(&s->stop)) {
+        struct pollfd p = {.fd = s->wake_fd, .events = POLLIN};
+        (void)poll(&p, 1, timeout);
+        (void)pl_ipc_doorbell_drain(s->wake_fd);
+    }
+    atomic_store_explicit(&s->sleeping, 0, memory_order_seq_cst);
+    atomic_store_explicit(&s->kicked, 0, memory_order_relaxed);
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        struct pl_daemon_session *ss = s->held[i]->s;
+        if (ss->cq_armed) {
+            ss->cq_armed = false;
+            pl_ipc_ring_sleep_finish(&ss->cq);
+        }
+    }
+    for (uint32_t i = 0; i < s->n_outbox; i++) {
+        struct pl_daemon_session *ss = s->outbox_list[i];
+        if (ss->cq_armed) {
+            ss->cq_armed = false;
+            pl_ipc_ring_sleep_finish(&ss->cq);
+        }
+    }
+}
+
+static void run(struct pl_daemon_sched *s) {
+    while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+        uint64_t now = pl_daemon_now_ns();
+        handle_cmds(s, now);
+        handle_outboxes(s);
+        bool stalled = prepare(s, now);
+        uint32_t n = step(s, now);
+        if (n > 0)
+            retire_finished(s);
+        publish_dirty(s);
+        publish_stats(s);
+        flush_notices(s);
+        if (n == 0)
+            sleep_until_work(s, stalled || s->n_outbox > 0, now);
+    }
+}
+
+/* ---- Thread start-up ---- */
+
+static void *thread_main(void *arg) {
+    struct pl_daemon_sched *s = arg;
+    int r = 0;
+    if (s->o.n_cpus > 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (uint32_t i = 0; i < s->o.n_cpus; i++)
+            CPU_SET(s->cpus[i], &set);
+        r = -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+        if (r < 0)
+            (void)snprintf(s->start_err, sizeof(s->start_err),
+                           "cannot pin the inference thread to the configured cpus: %s",
+                           pl_strerror(r));
+    }
+    if (r == 0) {
+        struct pl_ctx_opts co = {.n_ctx = s->o.n_ctx, .n_seq = s->o.n_seq,
+                                 .n_kv_tokens = s->o.kv_tokens, .n_batch = s->o.n_batch,
+                                 .kv_type = s->o.kv_type};
+        r = pl_ctx_new(s->m, &co, &s->ctx);
+        if (r < 0)
+            (void)snprintf(s->start_err, sizeof(s->start_err),
+                           "cannot create the inference context (KV pool %u tokens): %s",
+                           s->o.kv_tokens, pl_strerror(r));
+    }
+    if (r == 0)
+        s->total_blocks = pl_ctx_kv_total(s->ctx) / KV_BLOCK;
+    pthread_mutex_lock(&s->mu);
+    s->start_rc = r;
+    s->start_done = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (r < 0)
+        return NULL;
+    run(s);
+    return NULL;
+}
+
+static void sched_free(struct pl_daemon_sched *s) {
+    pl_ctx_free(s->ctx);
+    pl_daemon_spsc_done(&s->cmdq);
+    pl_daemon_spsc_done(&s->noteq);
+    pl_close_fd(&s->wake_fd);
+    pl_close_fd(&s->notify_fd);
+    free(s->held);
+    free(s->free_seq);
+    free(s->outbox_list);
+    free(s->dirty);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_logits);
+    free(s->b_req);
+    free(s->logits);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+int pl_daemon_sched_start(struct pl_model *m, const struct pl_daemon_sched_opts *opts,
+                          struct pl_daemon_sched **ret, char *err, size_t err_len) {
+    struct pl_daemon_sched *s;
+    int r;
+    if (!m || !opts || !ret || !opts->n_seq || !opts->n_batch || !opts->max_held ||
+        !opts->max_sessions || opts->n_cpus > 256)
+        return -EINVAL;
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->m = m;
+    s->tok = pl_model_tokenizer(m);
+    s->o = *opts;
+    if (opts->n_cpus)
+        memcpy(s->cpus, opts->cpus, opts->n_cpus * sizeof(uint32_t));
+    s->o.cpus = s->cpus;
+    s->n_vocab = pl_model_hparams(m)->n_vocab;
+    s->wake_fd = s->notify_fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    atomic_init(&s->prefill_chunk, opts->prefill_chunk);
+    atomic_init(&s->queue_max, opts->queue_max);
+    atomic_init(&s->queue_timeout_ms, opts->queue_timeout_ms);
+    s->max_dirty = opts->max_sessions;
+    r = -ENOMEM;
+    if (pl_daemon_spsc_init(&s->cmdq, opts->max_held + 2 * opts->max_sessions + 16) < 0 ||
+        pl_daemon_spsc_init(&s->noteq, opts->max_held + 2 * opts->max_sessions + 16) < 0)
+        goto fail;
+    s->held = calloc(opts->max_held, sizeof(*s->held));
+    s->free_seq = calloc(opts->n_seq, sizeof(*s->free_seq));
+    s->outbox_list = calloc(opts->max_sessions, sizeof(*s->outbox_list));
+    s->dirty = calloc(s->max_dirty, sizeof(*s->dirty));
+    s->b_tok = calloc(opts->n_batch, sizeof(int32_t));
+    s->b_pos = calloc(opts->n_batch, sizeof(int32_t));
+    s->b_seq = calloc(opts->n_batch, sizeof(int32_t));
+    s->b_logits = calloc(opts->n_batch, sizeof(bool));
+    s->b_req = calloc(opts->n_batch, sizeof(*s->b_req));
+    s->logits = calloc((size_t)opts->n_seq * s->n_vocab, sizeof(float));
+    if (!s->held || !s->free_seq || !s->outbox_list || !s->dirty || !s->b_tok || !s->b_pos ||
+        !s->b_seq || !s->b_logits || !s->b_req || !s->logits)
+        goto fail;
+    for (uint32_t i = 0; i < opts->n_seq; i++)
+        s->free_seq[s->n_free_seq++] = (int32_t)(opts->n_seq - 1 - i);
+    if ((r = pl_ipc_doorbell_open(&s->wake_fd)) < 0 ||
+        (r = pl_ipc_doorbell_open(&s->notify_fd)) < 0)
+        goto fail;
+    r = -pthread_create(&s->thread, NULL, thread_main, s);
+    if (r < 0) {
+        (void)snprintf(err, err_len, "cannot start the inference thread: %s", pl_strerror(r));
+        goto fail;
+    }
+    s->thread_started = true;
+    pthread_mutex_lock(&s->mu);
+    while (!s->start_done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (s->start_rc < 0) {
+        r = s->start_rc;
+        (void)snprintf(err, err_len, "%s", s->start_err);
+        (void)pthread_join(s->thread, NULL);
+        goto fail;
+    }
+    *ret = s;
+    return 0;
+fail:
+    if (err && err_len && !err[0])
+        (void)snprintf(err, err_len, "scheduler start-up failed: %s", pl_strerror(r));
+    sched_free(s);
+    return r;
+}
+
+void pl_daemon_sched_stop(struct pl_daemon_sched *s) {
+    if (!s)
+        return;
+    atomic_store_explicit(&s->stop, true, memory_order_seq_cst);
+    (void)pl_ipc_doorbell_ring(s->wake_fd);
+    (void)pthread_join(s->thread, NULL);
+    /* Whatever is still held goes back (the event thread closes the sessions after us). */
+    for (uint32_t i = 0; i < s->n_held; i++)
+        release_seq(s, s->held[i]);
+    sched_free(s);
+}
+
+int pl_daemon_sched_send(struct pl_daemon_sched *s, uint32_t kind, void *ptr) {
+    struct pl_daemon_msg m = {.kind = kind, .ptr = ptr};
+    int r = pl_daemon_spsc_push(&s->cmdq, &m);
+    if (r < 0)
+        return r;
+    /* seq_cst: see sleep_until_work(). */
+    if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst))
+        (void)pl_ipc_doorbell_ring(s->wake_fd);
+    return 0;
+}
+
+void pl_daemon_sched_kick(struct pl_daemon_sched *s) {
+    atomic_store_explicit(&s->kicked, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst))
+        (void)pl_ipc_doorbell_ring(s->wake_fd);
+}
+
+bool pl_daemon_sched_notice(struct pl_daemon_sched *s, struct pl_daemon_msg *ret) {
+    return pl_daemon_spsc_pop(&s->noteq, ret);
+}
+
+int pl_daemon_sched_notify_fd(const struct pl_daemon_sched *s) {
+    return s->notify_fd;
+}
+
+void pl_daemon_sched_set_live(struct pl_daemon_sched *s, uint32_t prefill_chunk,
+                              uint32_t queue_max, uint32_t queue_timeout_ms) {
+    atomic_store_explicit(&s->prefill_chunk, prefill_chunk ? prefill_chunk : 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->queue_max, queue_max, memory_order_relaxed);
+    atomic_store_explicit(&s->queue_timeout_ms, queue_timeout_ms, memory_order_relaxed);
+    pl_daemon_sched_kick(s);
+}
+
+struct pl_daemon_sched_stats *pl_daemon_sched_stats(struct pl_daemon_sched *s) {
+    return &s->st;
+}
+
+uint32_t pl_daemon_sched_kv_total(const struct pl_daemon_sched *s) {
+    return s->total_blocks * KV_BLOCK;
+}
+
+uint32_t pl_daemon_sched_n_ctx(const struct pl_daemon_sched *s) {
+    return s->o.n_ctx;
+}
