@@ -1,0 +1,618 @@
+/* SPDX-License-Identifier: MIT */
+/* AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; installed by quant_x86.c
+ * only on CPUs that have them): vec_dot of every compute type against its vec_dot_type and
+ * from_f32 of the activation types. The integer parts are exact for every input byte, so
+ * a dot product differs from the scalar reference (quant_ref.c) only in the order of its
+ * float additions; the quantizers are bit-identical to the reference. */
+#include "quant_x86.h"
+
+#include <assert.h>
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_blocks.h"
+
+/* ---- Helpers ---- */
+
+static inline float h2f(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_epi32_128(__m128i v) {
+    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(v);
+}
+
+static inline __m128i load128(const void *p) {
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+static inline __m256i load256(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* sum of 4 adjacent u8 * s8 products per int32 lane; exact when every pair of products
+ * fits in int16 (|u| * 128 * 2 <= 32767: u <= 127). */
+static inline __m256i mad_us(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* The 32 quants of a Q4_0/Q4_1 block in element order (0..15: low nibbles, 16..31: high). */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    __m128i q = load128(qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* 0xFF in byte j where bit j of bits is set. */
+static inline __m256i bits32_mask(uint32_t bits) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+static inline uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* ---- F32, F16, BF16 ---- */
+
+static float vec_dot_f32(int64_t n, const void *restrict w, const void *restrict x) {
+    const float *a = w, *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+static inline __m256 load_f16x8(const uint16_t *p) {
+    return _mm256_cvtph_ps(load128(p));
+}
+
+static float vec_dot_f16(int64_t n, const void *restrict w, const void *restrict x) {
+    const uint16_t *a = w, *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), load_f16x8(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load_f16x8(a + i + 16), load_f16x8(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load_f16x8(a + i + 24), load_f16x8(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++)
+        sum += h2f(a[i]) * h2f(b[i]);
+    return sum;
+}
+
+/* F16C's conversion rounds to nearest even, keeps subnormals, and quiets NaNs keeping the
+ * top payload bits, exactly as pl_f32_to_fp16_inline does. */
+static void f16_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
+    uint16_t *d = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        d[i] = pl_f32_to_fp16_inline(src[i]);
+}
+
+static inline __m256 load_bf16x8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+
+static float vec_dot_bf16(int64_t n, const void *restrict w, const void *restrict x) {
+    const uint16_t *a = w, *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(load_bf16x8(a + i), load_bf16x8(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_bf16x8(a + i + 8), load_bf16x8(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load_bf16x8(a + i + 16), load_bf16x8(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load_bf16x8(a + i + 24), load_bf16x8(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(load_bf16x8(a + i), load_bf16x8(b + i), acc0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++)
+        sum += pl_bf16_to_f32_inline(a[i]) * pl_bf16_to_f32_inline(b[i]);
+    return sum;
+}
+
+/* Integer rounding as pl_f32_to_bf16_inline (AVX-512 BF16's converter would flush
+ * subnormals, so it is not used anywhere). */
+static inline __m256i f32_to_bf16_epi32(__m256 f) {
+    __m256i x = _mm256_castps_si256(f);
+    __m256i hi = _mm256_srli_epi32(x, 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
+                                     _mm256_set1_epi32(0x7F800000));
+    __m256i rnd = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF),
+                                   _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, rnd), 16);
+    __m256i q = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, q, nan);
+}
+
+static void bf16_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
+    uint16_t *d = dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo = f32_to_bf16_epi32(_mm256_loadu_ps(src + i));
+        __m256i hi = f32_to_bf16_epi32(_mm256_loadu_ps(src + i + 8));
+        /* values are 0..0xFFFF, so the signed-input pack does not saturate */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+        _mm256_storeu_si256((__m256i *)(d + i), p);
+    }
+    for (; i < n; i++)
+        d[i] = pl_f32_to_bf16_inline(src[i]);
+}
+
+/* ---- Activation quantizers: Q8_0, Q8_1, Q8_K ---- */
+
+static inline __m256 abs_ps(__m256 v) {
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.f), v);
+}
+
+/* max |x| over 8k floats, ignoring NaN as fmaxf does (MAXPS returns its second operand
+ * when either is NaN, and the running maximum is never NaN). */
+static inline float absmax_ps(const float *x, int n) {
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8)
+        m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + j)), m);
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* NaN lanes become 0, the others are clamped to [lo, hi]. */
+static inline __m256 clamp_nan0(__m256 v, float lo, float hi) {
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(lo)), _mm256_set1_ps(hi));
+}
+
+/* roundf (ties away from zero) of integers-or-fractions below 2^23: v - trunc(v) is exact. */
+static inline __m256i round_away(__m256 v) {
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 half = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    __m256 one = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.f)), _mm256_set1_ps(1.f));
+    return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(half, one)));
+}
+
+/* 32 int32 (values in int8 range) to 32 int8 in order. */
+static inline __m256i pack_i32x32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One Q8_0/Q8_1 block: returns sum(qs). */
+static inline int32_t q8_block(const float *src, int8_t *qs, float id) {
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid);
+        q[k] = round_away(clamp_nan0(v, -127.f, 127.f));
+    }
+    _mm256_storeu_si256((__m256i *)qs, pack_i32x32(q[0], q[1], q[2], q[3]));
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    return hsum_epi32_128(
+        _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+}
+
+static void q8_0_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
+    struct pl_block_q8_0 *b = dst;
+    assert(n % PL_QK8_0 == 0);
+    for (int64_t i = 0; i < n / PL_QK8_0; i++, src += PL_QK8_0) {
+        float d = absmax_ps(src, PL_QK8_0) / 127.f;
+        float id = d != 0.f ? 1.f / d : 0.f;
+        b[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        (void)q8_block(src, b[i].qs, id);
+    }
+}
+
+static void q8_1_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
+    struct pl_block_q8_1 *b = dst;
+    assert(n % PL_QK8_1 == 0);
+    for (int64_t i = 0; i < n / PL_QK8_1; i++, src += PL_QK8_1) {
+        float d = absmax_ps(src, PL_QK8_1) / 127.f;
+        float id = d != 0.f ? 1.f / d : 0.f;
+        b[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        int32_t sum = q8_block(src, b[i].qs, id);
+        b[i].s = _cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+/* The first element of largest magnitude, with its sign (as the reference's scan). */
+static float signed_absmax_256(const float *x) {
+    float amax = absmax_ps(x, PL_QK_K);
+    __m256 va = _mm256_set1_ps(amax);
+    for (int j = 0; j < PL_QK_K; j += 8) {
+        int m = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + j)), va, _CMP_EQ_OQ));
+        if (m)
+            return x[j + __builtin_ctz((unsigned)m)];
+    }
+    return 0.f;
+}
+
+static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
+    struct pl_block_q8_K *b = dst;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++, src += PL_QK_K) {
+        float max = signed_absmax_256(src);
+        if (max == 0.f || max != max) {
+            memset(&b[i], 0, sizeof(b[i]));
+            continue;
+        }
+        float iscale = -127.f / max;
+        __m256 vs = _mm256_set1_ps(iscale);
+        for (int j = 0; j < PL_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                /* clamping before rounding to nearest even = the reference's clamp after */
+                __m256 v = clamp_nan0(_mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * k), vs),
+                                      -128.f, 127.f);
+                q[k] = _mm256_cvttps_epi32(
+                    _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            }
+            __m256i p = pack_i32x32(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)(b[i].qs + j), p);
+            /* sums of 8 biased bytes per 64-bit lane; a 16-sum is two lanes - 2 * 1024 */
+            __m256i s = _mm256_sad_epu8(_mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)),
+                                        _mm256_setzero_si256());
+            s = _mm256_add_epi64(s, _mm256_srli_si256(s, 8));
+            b[i].bsums[j / 16] = (int16_t)(_mm256_extract_epi32(s, 0) - 2048);
+            b[i].bsums[j / 16 + 1] = (int16_t)(_mm256_extract_epi32(s, 4) - 2048);
+        }
+        b[i].d = 1.f / iscale;
+    }
+}
+
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 ---- */
+
+static float vec_dot_q4_0(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_0 *a = w;
+    const struct pl_block_q8_0 *b = x;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc = _mm256_setzero_ps();
+    assert(n % PL_QK8_0 == 0);
+    for (int64_t i = 0; i < n / PL_QK8_0; i++) {
+        __m256i u = nibbles32(a[i].qs);
+        __m256i y = load256(b[i].qs);
+        /* (u - 8) * y as u * y - 8 * y: each pair sum stays within int16 */
+        __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(eight, y));
+        __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
+                              acc);
+    }
+    return hsum_ps(acc);
+}
+
+static float vec_dot_q4_1(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_1 *a = w;
+    const struct pl_block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0.f;
+    assert(n % PL_QK8_1 == 0);
+    for (int64_t i = 0; i < n / PL_QK8_1; i++) {
+        __m256i p = mad_us(nibbles32(a[i].qs), load256(b[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
+                              acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    return hsum_ps(acc) + summ;
+}
+
+/* The 5-bit quants of a Q5 block in element order. */
+static inline __m256i q5_quants(const uint8_t *qs, const uint8_t *qh) {
+    __m256i hi = _mm256_and_si256(bits32_mask(load_u32(qh)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(nibbles32(qs), hi);
+}
+
+static float vec_dot_q5_0(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q5_0 *a = w;
+    const struct pl_block_q8_0 *b = x;
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    assert(n % PL_QK8_0 == 0);
+    for (int64_t i = 0; i < n / PL_QK8_0; i++) {
+        __m256i u = q5_quants(a[i].qs, a[i].qh);
+        __m256i y = load256(b[i].qs);
+        __m256i p16 =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(sixteen, y));
+        __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
+                              acc);
+    }
+    return hsum_ps(acc);
+}
+
+static float vec_dot_q5_1(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q5_1 *a = w;
+    const struct pl_block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0.f;
+    assert(n % PL_QK8_1 == 0);
+    for (int64_t i = 0; i < n / PL_QK8_1; i++) {
+        __m256i p = mad_us(q5_quants(a[i].qs, a[i].qh), load256(b[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
+                              acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+    }
+    return hsum_ps(acc) + summ;
+}
+
+/* Sign-extended to 16 bits: exact for every int8 pair, -128 * -128 included (the
+ * abs/sign trick with maddubs is not). */
+static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q8_0 *a = w;
+    const struct pl_block_q8_0 *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t nb = n / PL_QK8_0, i = 0;
+    assert(n % PL_QK8_0 == 0);
+    for (; i < nb; i++) {
+        __m256i w0 = _mm256_cvtepi8_epi16(load128(a[i].qs));
+        __m256i w1 = _mm256_cvtepi8_epi16(load128(a[i].qs + 16));
+        __m256i y0 = _mm256_cvtepi8_epi16(load128(b[i].qs));
+        __m256i y1 = _mm256_cvtepi8_epi16(load128(b[i].qs + 16));
+        __m256i p = _mm256_add_epi32(_mm256_madd_epi16(w0, y0), _mm256_madd_epi16(w1, y1));
+        __m256 s = _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d));
+        if (i & 1)
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc1);
+        else
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---- K-quants ---- */
+
+/* For the 16-element sub-blocks of Q2_K/Q3_K/Q6_K: a chunk of 32 consecutive elements k
+ * (0..7) covers sub-blocks 2k and 2k+1; its int16 scale vector holds sc[2k] in the low
+ * 128-bit lane and sc[2k+1] in the high one. sc16: the 16 scales as int16. */
+static inline __m256i chunk_scales(__m256i sc16, int k) {
+    static const uint8_t idx[4][2] = {{0, 2}, {4, 6}, {8, 10}, {12, 14}};
+    __m128i half = k < 4 ? _mm256_castsi256_si128(sc16) : _mm256_extracti128_si256(sc16, 1);
+    __m128i lo = _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][0] | ((idx[k & 3][0] + 1) << 8))));
+    __m128i hi = _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][1] | ((idx[k & 3][1] + 1) << 8))));
+    return _mm256_set_m128i(hi, lo);
+}
+
+static inline int32_t hsum_epi32(__m256i v) {
+    return hsum_epi32_128(
+        _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+/* The 2-bit field s (0..3) of the 32 bytes q: (q >> 2s) & 3. */
+static inline __m256i crumbs(__m256i q, int s) {
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(3));
+}
+
+static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q2_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        __m128i raw = load128(a[i].scales);
+        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        int32_t summ = hsum_epi32(_mm256_madd_epi16(m16, load256(b[i].bsums)));
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q = load256(a[i].qs + 32 * h);
+            for (int s = 0; s < 4; s++) {
+                int k = 4 * h + s;
+                __m256i p = _mm256_maddubs_epi16(crumbs(q, s), load256(b[i].qs + 32 * k));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(sc16, k)));
+            }
+        }
+        float dall = b[i].d * h2f(a[i].d), dmin = b[i].d * h2f(a[i].dmin);
+        sum += dall * (float)hsum_epi32(acc) - dmin * (float)summ;
+    }
+    return sum;
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block (stored value - 32), as int8. */
+static inline __m128i q3k_scales(const uint8_t *s) {
+    uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
+    const uint32_t m4 = 0x0F0F0F0F, m2 = 0x03030303;
+    __m128i v = _mm_setr_epi32((int)((w0 & m4) | ((w2 & m2) << 4)),
+                               (int)((w1 & m4) | (((w2 >> 2) & m2) << 4)),
+                               (int)(((w0 >> 4) & m4) | (((w2 >> 4) & m2) << 4)),
+                               (int)(((w1 >> 4) & m4) | (((w2 >> 6) & m2) << 4)));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q3_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(a[i].scales));
+        /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
+        __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[i].bsums)), 2);
+        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
+        __m256i hm = load256(a[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            __m256i q = load256(a[i].qs + 32 * h);
+            for (int s = 0; s < 4; s++) {
+                int k = 4 * h + s;
+                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, k), _mm256_set1_epi8(1));
+                __m256i u = _mm256_or_si256(crumbs(q, s), _mm256_slli_epi16(hb, 2));
+                __m256i p = _mm256_maddubs_epi16(u, load256(b[i].qs + 32 * k));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(sc16, k)));
+            }
+        }
+        sum += (h2f(a[i].d) * b[i].d) * (float)hsum_epi32(acc);
+    }
+    return sum;
+}
+
+/* Q4_K/Q5_K: the 8 6-bit scales and mins (see pl_q4k_scale_min), 8 bytes each. */
+static inline void q4k_scales(const uint8_t *s, uint64_t *ret_sc, uint64_t *ret_m) {
+    uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
+    const uint32_t m6 = 0x3F3F3F3F, m4 = 0x0F0F0F0F, m2 = 0x03030303;
+    uint32_t sc_hi = (w2 & m4) | (((w0 >> 6) & m2) << 4);
+    uint32_t m_hi = ((w2 >> 4) & m4) | (((w1 >> 6) & m2) << 4);
+    *ret_sc = (uint64_t)(w0 & m6) | ((uint64_t)sc_hi << 32);
+    *ret_m = (uint64_t)(w1 & m6) | ((uint64_t)m_hi << 32);
+}
+
+/* sum_j m[j] * (bsums[2j] + bsums[2j+1]). */
+static inline int32_t q4k_summ(uint64_t m8, const int16_t *bsums) {
+    __m128i bs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+    return hsum_epi32_128(_mm_madd_epi16(bs, m16));
+}
+
+static inline float q45_K_finish(uint16_t d16, uint16_t dmin16, float bd, __m256i acc,
+                                 int32_t summ) {
+    float d = h2f(d16) * bd, dmin = h2f(dmin16) * bd;
+    return d * (float)hsum_epi32(acc) - dmin * (float)summ;
+}
+
+static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        uint64_t sc8, m8;
+        q4k_scales(a[i].scales, &sc8, &m8);
+        __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
+        __m256i sc = _mm256_broadcastsi128_si256(sc16);
+        __m256i acc = _mm256_setzero_si256();
+        for (int g = 0; g < 4; g++) {
+            __m256i q = load256(a[i].qs + 32 * g);
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
+            __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
+            __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * g));
+            __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * g + 32));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, s_lo));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, s_hi));
+        }
+        sum += q45_K_finish(a[i].d, a[i].dmin, b[i].d, acc, q4k_summ(m8, b[i].bsums));
+    }
+    return sum;
+}
+
+static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q5_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        uint64_t sc8, m8;
+        q4k_scales(a[i].scales, &sc8, &m8);
+        __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
+        __m256i sc = _mm256_broadcastsi128_si256(sc16);
+        __m256i qh = load256(a[i].qh);
+        __m256i acc = _mm256_setzero_si256();
+        for (int g = 0; g < 4; g++) {
+            __m256i q = load256(a[i].qs + 32 * g);
+            /* bit 2g of qh[l] -> bit 4 of the low quant, bit 2g+1 -> of the high one */
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
+                                         _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                         _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
+            qh = _mm256_srli_epi16(qh, 2);
+            __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
+            __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
+            __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * g));
+            __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * g + 32));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, s_lo));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, s_hi));
+        }
+        sum += q45_K_finish(a[i].d, a[i].dmin, b[i].d, acc, q4k_summ(m8, b[i].bsums));
+    }
+    return sum;
+}
+
+static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q6_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        __m256i sc16 = _mm256_cvtepi8_epi16(load128(a[i].scales));
+        /* q = 6 bits (0..63), value q - 32: the -32 goes through bsums */
+        __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[i].bsums)), 5);
+        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = load256(a[i].ql + 64 * h), l1 = load256(a[i].ql + 64 * h + 32);
+            __m256i qh = load256(a[i].qh + 32 * h);
+            __m256i u[4];
+            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_and_si256(qh, m2));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+            for (int s = 0; s < 4; s++) {
+                int k = 4 * h + s;
+                __m256i p = _mm256_maddubs_epi16(u[s], load256(b[i].qs + 32 * k));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(sc16, k)));
+            }
+        }
+        sum += (h2f(a[i].d) * b[i].d) * (float)hsum_epi32(acc);
+    }
+    return sum;
+}
+
+/* ---- The table ---- */
+
+void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+    table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
+    table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;
+    table[PL_GGML_TYPE_F16].from_f32 = f16_from_f32;
+    table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;
+    table[PL_GGML_TYPE_BF16].from_f32 = bf16_from_f32;
+    table[PL_GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0;
+    table[PL_GGML_TYPE_Q4_1].vec_dot = vec_dot_q4_1;
+    table[PL_GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0;
+    table[PL_GGML_TYPE_Q5_1].vec_dot = vec_dot_q5_1;
+    table[PL_GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0;
+    table[PL_GGML_TYPE_Q8_0].from_f32 = q8_0_from_f32;
+    table[PL_GGML_TYPE_Q8_1].from_f32 = q8_1_from_f32;
+    table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
+    table[PL_GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K;
+    table[PL_GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K;
+    table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
+    table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
+    table[PL_GGML_TYPE_Q8_K].from_f32 = q8_K_from_f32;
+}

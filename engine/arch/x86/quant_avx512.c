@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: MIT */
+/* AVX-512 kernels (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c;
+ * installed by quant_x86.c over the AVX2 set, only on CPUs and kernels with AVX-512 state
+ * enabled): 512-bit vec_dot for every compute type, with VNNI (vpdpbusd,
+ * vpdpwssd) for the integer sums. Integer sums are exact for every input byte, as in the
+ * AVX2 set; the K-quants reduce them per super-block and then follow the reference's float
+ * expression, the others differ from it only in the order of float additions. The
+ * activation quantizers stay those of the AVX2 set: they are not on the weight path. */
+#include "quant_x86.h"
+
+#include <assert.h>
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_blocks.h"
+
+/* ---- Helpers ---- */
+
+static inline float h2f(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+static inline __m128i load128(const void *p) {
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+static inline __m256i load256(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static inline __m512i load512(const void *p) {
+    return _mm512_loadu_si512(p);
+}
+
+/* Two 32-byte runs (e.g. the quants of two consecutive blocks) in one register. */
+static inline __m512i load2x256(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
+}
+
+/* One 32-byte run in both halves (one load, no shuffle). */
+static inline __m512i bcast256(const void *p) {
+    return _mm512_broadcast_i64x4(load256(p));
+}
+
+/* Scalar s0 in lanes 0..7, s1 in lanes 8..15. */
+static inline __m512 set2_ps(float s0, float s1) {
+    __m512d lo = _mm512_castps_pd(_mm512_set1_ps(s0));
+    return _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
+}
+
+static inline uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* Per-half shift counts for the variable 16-bit shifts: c0 in words 0..15, c1 in 16..31. */
+static inline __m512i counts2(int c0, int c1) {
+    return _mm512_inserti64x4(_mm512_set1_epi16((short)c0), _mm256_set1_epi16((short)c1), 1);
+}
+
+/* ---- F32, F16, BF16 ---- */
+
+static float vec_dot_f32(int64_t n, const void *restrict w, const void *restrict x) {
+    const float *a = w, *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+        acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), acc2);
+        acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), acc3);
+    }
+    for (; i + 16 <= n; i += 16)
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    if (i < n) { /* masked tail: lanes past n read nothing and add zero */
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i),
+                               acc1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+static inline __m512 f16x16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+static float vec_dot_f16(int64_t n, const void *restrict w, const void *restrict x) {
+    const uint16_t *a = w, *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        acc0 = _mm512_fmadd_ps(f16x16(a + i), f16x16(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(f16x16(a + i + 16), f16x16(b + i + 16), acc1);
+        acc2 = _mm512_fmadd_ps(f16x16(a + i + 32), f16x16(b + i + 32), acc2);
+        acc3 = _mm512_fmadd_ps(f16x16(a + i + 48), f16x16(b + i + 48), acc3);
+    }
+    for (; i + 16 <= n; i += 16)
+        acc0 = _mm512_fmadd_ps(f16x16(a + i), f16x16(b + i), acc0);
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 va = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
+        __m512 vb = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i));
+        acc1 = _mm512_fmadd_ps(va, vb, acc1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+/* BF16 widened by a shift, products by FMA: exact products as the reference's (the
+ * AVX512_BF16 vdpbf16ps would flush subnormal inputs and products to zero). */
+static inline __m512 bf16x16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(p)), 16));
+}
+
+static float vec_dot_bf16(int64_t n, const void *restrict w, const void *restrict x) {
+    const uint16_t *a = w, *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        acc0 = _mm512_fmadd_ps(bf16x16(a + i), bf16x16(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(bf16x16(a + i + 16), bf16x16(b + i + 16), acc1);
+        acc2 = _mm512_fmadd_ps(bf16x16(a + i + 32), bf16x16(b + i + 32), acc2);
+        acc3 = _mm512_fmadd_ps(bf16x16(a + i + 48), bf16x16(b + i + 48), acc3);
+    }
+    for (; i + 16 <= n; i += 16)
+        acc0 = _mm512_fmadd_ps(bf16x16(a + i), bf16x16(b + i), acc0);
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 va = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, a + i)), 16));
+        __m512 vb = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b + i)), 16));
+        acc1 = _mm512_fmadd_ps(va, vb, acc1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: two 32-element blocks per register ---- */
+
+/* The quants of blocks a and b (16 bytes each, nibble-packed) in element order:
+ * [a low nibbles, a high nibbles, b low nibbles, b high nibbles]. */
+static inline __m512i nibbles2(const uint8_t *qa, const uint8_t *qb) {
+    __m256i q = _mm256_set_m128i(load128(qb), load128(qa));
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+}
+
+/* Bit 4 set in byte j (of 64) where bit j of (qb << 32 | qa) is set. */
+static inline __m512i bit4_2(const uint8_t *qha, const uint8_t *qhb) {
+    __mmask64 m = (__mmask64)load_u32(qha) | ((__mmask64)load_u32(qhb) << 32);
+    return _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10));
+}
+
+/* Per-block int32 sums (8 lanes per block) to float, times the two block scales. */
+static inline __m512 fma_blocks(__m512i p, float s0, float s1, __m512 acc) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), set2_ps(s0, s1), acc);
+}
+
+static float vec_dot_q4_0(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_0 *a = w;
+    const struct pl_block_q8_0 *b = x;
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t nb = n / PL_QK8_0, i = 0;
+    assert(n % PL_QK8_0 == 0);
+    for (; i + 2 <= nb; i += 2) {
+        __m512i u = nibbles2(a[i].qs, a[i + 1].qs);
+        __m512i y = load2x256(b[i].qs, b[i + 1].qs);
+        /* (u - 8) . y = u . y - 8 . y, both exact in int32 */
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
+        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
+        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (i < nb) { /* odd block: the second half reads block i again, scaled by 0 */
+        __m512i u = nibbles2(a[i].qs, a[i].qs);
+        __m512i y = load2x256(b[i].qs, b[i].qs);
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
+        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
+        sum += _mm512_reduce_add_ps(
+            fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), 0.f, _mm512_setzero_ps()));
+    }
+    return sum;
+}
+
+static float vec_dot_q4_1(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_1 *a = w;
+    const struct pl_block_q8_1 *b = x;
+    __m512 acc = _mm512_setzero_ps();
+    float summ = 0.f;
+    int64_t nb = n / PL_QK8_1;
+    assert(n % PL_QK8_1 == 0);
+    for (int64_t i = 0; i < nb; i += 2) {
+        int64_t j = i + 1 < nb ? i + 1 : i; /* odd count: reread block i, scale 0 */
+        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles2(a[i].qs, a[j].qs),
+                                        load2x256(b[i].qs, b[j].qs));
+        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+        if (j != i)
+            summ += h2f(a[j].m) * h2f(b[j].s);
+    }
+    return _mm512_reduce_add_ps(acc) + summ;
+}
+
+static float vec_dot_q5_0(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q5_0 *a = w;
+    const struct pl_block_q8_0 *b = x;
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t nb = n / PL_QK8_0;
+    assert(n % PL_QK8_0 == 0);
+    for (int64_t i = 0; i < nb; i += 2) {
+        int64_t j = i + 1 < nb ? i + 1 : i;
+        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
+        __m512i u = _mm512_or_si512(nibbles2(a[i].qs, a[j].qs), bit4_2(a[i].qh, a[j].qh));
+        __m512i y = load2x256(b[i].qs, b[j].qs);
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
+        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, y));
+        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static float vec_dot_q5_1(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q5_1 *a = w;
+    const struct pl_block_q8_1 *b = x;
+    __m512 acc = _mm512_setzero_ps();
+    float summ = 0.f;
+    int64_t nb = n / PL_QK8_1;
+    assert(n % PL_QK8_1 == 0);
+    for (int64_t i = 0; i < nb; i += 2) {
+        int64_t j = i + 1 < nb ? i + 1 : i;
+        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
+        __m512i u = _mm512_or_si512(nibbles2(a[i].qs, a[j].qs), bit4_2(a[i].qh, a[j].qh));
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, load2x256(b[i].qs, b[j].qs));
+        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
+        summ += h2f(a[i].m) * h2f(b[i].s);
+        if (j != i)
+            summ += h2f(a[j].m) * h2f(b[j].s);
+    }
+    return _mm512_reduce_add_ps(acc) + summ;
+}
+
+/* w . y with w signed: (w + 128) . y - 128 . y, both unsigned-by-signed VNNI sums, exact
+ * for every byte pair (the abs/sign trick is not, at -128). */
+static inline __m512i dot_s8s8(__m512i w, __m512i y) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w, bias), y);
+    return _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, y));
+}
+
+static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q8_0 *a = w;
+    const struct pl_block_q8_0 *b = x;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t nb = n / PL_QK8_0, i = 0;
+    assert(n % PL_QK8_0 == 0);
+    for (; i + 4 <= nb; i += 4) {
+        __m512i p0 = dot_s8s8(load2x256(a[i].qs, a[i + 1].qs), load2x256(b[i].qs, b[i + 1].qs));
+        __m512i p1 =
+            dot_s8s8(load2x256(a[i + 2].qs, a[i + 3].qs), load2x256(b[i + 2].qs, b[i + 3].qs));
+        acc0 = fma_blocks(p0, h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d), acc0);
+        acc1 = fma_blocks(p1, h2f(a[i + 2].d) * h2f(b[i + 2].d),
+                          h2f(a[i + 3].d) * h2f(b[i + 3].d), acc1);
+    }
+    for (; i < nb; i += 2) {
+        int64_t j = i + 1 < nb ? i + 1 : i;
+        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
+        __m512i p = dot_s8s8(load2x256(a[i].qs, a[j].qs), load2x256(b[i].qs, b[j].qs));
+        acc0 = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+/* ---- K-quants: 64 elements per register ---- */
+
+/* acc += sum over int16 pairs of (u . y pairs) * scale: maddubs is exact for u <= 127. */
+static inline __m512i dot_scaled(__m512i acc, __m512i u, __m512i y, __m512i sc) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, y), sc);
+}
+
+/* Scale vectors are built from constant index tables once per call. */
+struct perm16 {
+    __m512i idx[4];
+};
+
+static inline struct perm16 perm16_make(int span) {
+    struct perm16 p;
+    for (int k = 0; k < 4; k++) {
+        short idx[32];
+        for (int w = 0; w < 32; w++)
+            idx[w] = (short)((64 / (2 * span)) * k + w / span);
+        p.idx[k] = _mm512_loadu_si512(idx);
+    }
+    return p;
+}
+
+static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), shift = counts2(0, 4);
+    /* group g (64 elements: sub-blocks 2g, 2g+1 of 32) uses scales 2g, 2g+1: span 16 */
+    const struct perm16 P = perm16_make(16);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        const uint8_t *s = a[i].scales;
+        uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
+        const uint32_t m6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+        uint32_t sc_hi = (w2 & k4) | (((w0 >> 6) & k2) << 4);
+        uint32_t m_hi = ((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4);
+        __m128i sc8 = _mm_setr_epi32((int)(w0 & m6), (int)sc_hi, (int)(w1 & m6), (int)m_hi);
+        /* words 0..7: scales, 8..15: mins */
+        __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
+        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));
+        __m128i pm = _mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8)));
+        pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
+        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(2, 3, 0, 1)));
+        int32_t summ = _mm_cvtsi128_si32(pm);
+
+        __m512i acc = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            /* [qs low nibbles | qs high nibbles] of group g = elements 64g .. 64g+63 */
+            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);
+            __m512i sc = _mm512_permutexvar_epi16(P.idx[g], sc16);
+            acc = dot_scaled(acc, u, load512(b[i].qs + 64 * g), sc);
+        }
+        float d = h2f(a[i].d) * b[i].d, dmin = h2f(a[i].dmin) * b[i].d;
+        sum += d * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
+    }
+    return sum;
+}
+
+static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q5_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    const __m512i shift = counts2(0, 4);
+    const struct perm16 P = perm16_make(16);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        const uint8_t *s = a[i].scales;
+        uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
+        const uint32_t m6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+        uint32_t sc_hi = (w2 & k4) | (((w0 >> 6) & k2) << 4);
+        uint32_t m_hi = ((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4);
+        __m128i sc8 = _mm_setr_epi32((int)(w0 & m6), (int)sc_hi, (int)(w1 & m6), (int)m_hi);
+        __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
+        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));
+        __m128i pm = _mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8)));
+        pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
+        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(2, 3, 0, 1)));
+        int32_t summ = _mm_cvtsi128_si32(pm);
+
+        /* bit 2g + half of qh[l] -> bit 4: shift qh right by 2g + half - 4 (left when < 0),
+         * done as a left shift by 4 after a right shift by 2g + half */
+        __m512i qh = bcast256(a[i].qh);
+        __m512i acc = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            __m512i lo4 = _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);
+            __m512i hb = _mm512_slli_epi16(_mm512_srlv_epi16(qh, counts2(2 * g, 2 * g + 1)), 4);
+            __m512i u = _mm512_ternarylogic_epi32(lo4, hb, bit4, 0xF8); /* A | (B & C) */
+            __m512i sc = _mm512_permutexvar_epi16(P.idx[g], sc16);
+            acc = dot_scaled(acc, u, load512(b[i].qs + 64 * g), sc);
+        }
+        float d = h2f(a[i].d) * b[i].d, dmin = h2f(a[i].dmin) * b[i].d;
+        sum += d * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
+    }
+    return sum;
+}
+
+/* sum_j sc16[j] * bsums[j] over the 16 sub-blocks, per int32 lane (8 lanes). */
+static inline __m256i bsum_dot(__m256i sc16, const int16_t *bsums) {
+    return _mm256_madd_epi16(sc16, load256(bsums));
+}
+
+static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q6_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m3f = _mm512_set1_epi8(0x3F), qh_shift = counts2(0, 2);
+    /* 64 elements = 4 sub-blocks of 16: span 8 */
+    const struct perm16 P = perm16_make(8);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        __m256i sc16y = _mm256_cvtepi8_epi16(load128(a[i].scales));
+        __m512i sc16 = _mm512_castsi256_si512(sc16y);
+        /* q in 0..63, value q - 32: the -32 goes through bsums */
+        __m512i acc = _mm512_zextsi256_si512(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 5)));
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = load512(a[i].ql + 64 * h);
+            /* [qh, qh >> 2]: bits 0-1 feed s = 0, 1; bits 4-5 feed s = 2, 3 */
+            __m512i t = _mm512_srlv_epi16(bcast256(a[i].qh + 32 * h), qh_shift);
+            __m512i hi_a = _mm512_and_si512(_mm512_slli_epi16(t, 4), m30);
+            __m512i u_a = _mm512_ternarylogic_epi32(ql, m4, hi_a, 0xEA); /* (A & B) | C */
+            __m512i u_b = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), t, m4, 0xE4);
+            u_b = _mm512_and_si512(u_b, m3f); /* (C ? A : B) & 0x3F */
+            acc = dot_scaled(acc, u_a, load512(b[i].qs + 128 * h),
+                             _mm512_permutexvar_epi16(P.idx[2 * h], sc16));
+            acc = dot_scaled(acc, u_b, load512(b[i].qs + 128 * h + 64),
+                             _mm512_permutexvar_epi16(P.idx[2 * h + 1], sc16));
+        }
+        sum += (h2f(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(acc);
+    }
+    return sum;
+}
+
+static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q2_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const struct perm16 P = perm16_make(8);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        __m128i raw = load128(a[i].scales);
+        __m256i sc16y = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        __m256i pm = bsum_dot(m16, b[i].bsums);
+        __m128i pm4 = _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
+        pm4 = _mm_add_epi32(pm4, _mm_unpackhi_epi64(pm4, pm4));
+        pm4 = _mm_add_epi32(pm4, _mm_shuffle_epi32(pm4, _MM_SHUFFLE(2, 3, 0, 1)));
+        int32_t summ = _mm_cvtsi128_si32(pm4);
+        __m512i sc16 = _mm512_castsi256_si512(sc16y);
+        __m512i acc = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m512i q = bcast256(a[i].qs + 32 * h);
+            for (int s = 0; s < 4; s += 2) {
+                /* chunks s, s+1 of 32 elements: bits 2s, 2s+2 of qs[32h + l] */
+                __m512i u = _mm512_and_si512(_mm512_srlv_epi16(q, counts2(2 * s, 2 * s + 2)), m3);
+                acc = dot_scaled(acc, u, load512(b[i].qs + 128 * h + 32 * s),
+                                 _mm512_permutexvar_epi16(P.idx[2 * h + s / 2], sc16));
+            }
+        }
+        float dall = b[i].d * h2f(a[i].d), dmin = b[i].d * h2f(a[i].dmin);
+        sum += dall * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
+    }
+    return sum;
+}
+
+static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q3_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m512i m3 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+    const struct perm16 P = perm16_make(8);
+    float sum = 0.f;
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        const uint8_t *s8 = a[i].scales;
+        uint32_t w0 = load_u32(s8), w1 = load_u32(s8 + 4), w2 = load_u32(s8 + 8);
+        const uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
+        __m128i v = _mm_setr_epi32((int)((w0 & k4) | ((w2 & k2) << 4)),
+                                   (int)((w1 & k4) | (((w2 >> 2) & k2) << 4)),
+                                   (int)(((w0 >> 4) & k4) | (((w2 >> 4) & k2) << 4)),
+                                   (int)(((w1 >> 4) & k4) | (((w2 >> 6) & k2) << 4)));
+        __m256i sc16y = _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+        __m512i sc16 = _mm512_castsi256_si512(sc16y);
+        /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
+        __m512i acc = _mm512_zextsi256_si512(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 2)));
+        __m512i hm = bcast256(a[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            __m512i q = bcast256(a[i].qs + 32 * h);
+            for (int s = 0; s < 4; s += 2) {
+                int k = 4 * h + s; /* hmask bits k, k+1 */
+                __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(q, counts2(2 * s, 2 * s + 2)), m3);
+                __m512i hb = _mm512_slli_epi16(_mm512_srlv_epi16(hm, counts2(k, k + 1)), 2);
+                __m512i u = _mm512_ternarylogic_epi32(lo, hb, bit2, 0xF8); /* A | (B & C) */
+                acc = dot_scaled(acc, u, load512(b[i].qs + 32 * k),
+                                 _mm512_permutexvar_epi16(P.idx[2 * h + s / 2], sc16));
+            }
+        }
+        sum += (h2f(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(acc);
+    }
+    return sum;
+}
+
+/* ---- The table ---- */
+
+void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+    table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
+    table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;
+    table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;
+    table[PL_GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0;
+    table[PL_GGML_TYPE_Q4_1].vec_dot = vec_dot_q4_1;
+    table[PL_GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0;
+    table[PL_GGML_TYPE_Q5_1].vec_dot = vec_dot_q5_1;
+    table[PL_GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0;
+    table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
+    table[PL_GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K;
+    table[PL_GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K;
+    table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
+    table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
+}

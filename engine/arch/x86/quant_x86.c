@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/* x86 backend of the quant dispatch table (the quant_arch.h hook): detects AVX2 and
+ * AVX-512 at run time, with the OS's XSAVE support, and patches the table with the best
+ * supported set; also keeps one table per supported set for the tests and benchmarks
+ * (pl_quant_kernels_isa). Compiled without ISA flags, so it runs on any x86-64. */
+#include "quant_x86.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "quant_arch.h"
+#include "quant_ref.h"
+
+/* ---- CPU and OS feature detection ---- */
+
+/* XCR0: which register states the OS saves on context switch. */
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* CPUID.1:ECX.OSXSAVE (bit 27): XGETBV is usable. */
+static bool have_osxsave(void) {
+    uint32_t a = 1, b, c = 0, d;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    return (c >> 27) & 1;
+}
+
+#define XCR0_YMM 0x06u  /* SSE + AVX (xmm, upper ymm) */
+#define XCR0_ZMM 0xE6u  /* plus opmask, upper zmm0-15, zmm16-31 */
+
+static bool os_saves(uint64_t bits) {
+    return have_osxsave() && (xgetbv0() & bits) == bits;
+}
+
+static bool cpu_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c") && os_saves(XCR0_YMM);
+}
+
+static bool cpu_avx512(void) {
+    return cpu_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni") && os_saves(XCR0_ZMM);
+}
+
+bool pl_quant_x86_supported(const char *isa) {
+    if (!isa)
+        return false;
+    if (strcmp(isa, "scalar") == 0)
+        return true;
+    if (strcmp(isa, "avx2") == 0)
+        return cpu_avx2();
+    if (strcmp(isa, "avx512") == 0)
+        return cpu_avx512();
+    return false;
+}
+
+/* ---- The dispatch hook ---- */
+
+/* Applies the best set into table; returns its name or NULL. */
+static const char *fill_best(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+    if (!cpu_avx2())
+        return NULL;
+    pl_quant_avx2_fill(table);
+    if (!cpu_avx512())
+        return "avx2";
+    pl_quant_avx512_fill(table);
+    return "avx512";
+}
+
+const char *pl_quant_arch_init(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+    return fill_best(table);
+}
+
+/* ---- Per-set tables for tests and benchmarks ---- */
+
+/* Written only inside isa_tables_once(); read-only afterwards (pthread_once orders the
+ * writes before every reader). */
+static struct pl_quant_kernels table_avx2[_PL_GGML_TYPE_MAX];
+static struct pl_quant_kernels table_avx512[_PL_GGML_TYPE_MAX];
+static bool have_table_avx2, have_table_avx512;
+static pthread_once_t isa_tables_control = PTHREAD_ONCE_INIT;
+
+static void isa_tables_once(void) {
+    if (cpu_avx2()) {
+        memcpy(table_avx2, pl_quant_ref_table, sizeof(table_avx2));
+        pl_quant_avx2_fill(table_avx2);
+        have_table_avx2 = true;
+    }
+    if (cpu_avx512()) {
+        memcpy(table_avx512, table_avx2, sizeof(table_avx512));
+        pl_quant_avx512_fill(table_avx512);
+        have_table_avx512 = true;
+    }
+}
+
+const struct pl_quant_kernels *pl_quant_kernels_isa(const char *isa, uint32_t t) {
+    const struct pl_quant_kernels *k;
+    if (!isa || t >= _PL_GGML_TYPE_MAX)
+        return NULL;
+    if (strcmp(isa, "scalar") == 0)
+        return pl_quant_kernels_ref(t);
+    (void)pthread_once(&isa_tables_control, isa_tables_once);
+    if (strcmp(isa, "avx2") == 0 && have_table_avx2)
+        k = &table_avx2[t];
+    else if (strcmp(isa, "avx512") == 0 && have_table_avx512)
+        k = &table_avx512[t];
+    else
+        return NULL;
+    return (k->to_f32 || k->from_f32 || k->vec_dot) ? k : NULL;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Private interface of the x86 kernel backend: the per-ISA table fillers (quant_avx2.c,
+ * quant_avx512.c, each compiled with its own -m flags and called only after the CPU check
+ * in quant_x86.c) and a lookup of one ISA's kernels, used by the SIMD unit tests and the
+ * kernel benchmark to compare the variants on the same machine. */
+#ifndef PL_ENGINE_QUANT_X86_H
+#define PL_ENGINE_QUANT_X86_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pl/engine_quant.h"
+#include "pl/engine_types.h"
+
+/* Overwrite the entries of table (indexed by enum pl_ggml_type) that the ISA accelerates.
+ * The caller must have checked pl_quant_x86_supported() for that ISA: these functions
+ * execute its instructions. The AVX-512 set is applied on top of the AVX2 one. */
+void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]);
+void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]);
+
+/* True when the CPU and the OS (XSAVE state enabled in XCR0) support the kernel set named
+ * isa: "scalar" (always), "avx2" (AVX2 + FMA + F16C), "avx512" (the AVX2 set plus
+ * AVX-512 F/BW/VL/VNNI; BF16 is not needed: Ice Lake and Zen 4 class CPUs qualify). False
+ * for any other name. */
+bool pl_quant_x86_supported(const char *isa);
+
+/* Kernels of type t in the set named isa, regardless of which set pl_quant_kernels() uses
+ * (and of PICOLM_FORCE_SCALAR). NULL when isa is unknown or unsupported here (see above),
+ * or when t has no kernels. The pointer stays valid for the life of the process. */
+const struct pl_quant_kernels *pl_quant_kernels_isa(const char *isa, uint32_t t);
+
+#endif
