@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: MIT */
+/* picolm-bench serve: what serving through picolmd costs and gains. In one run it measures the
+ * model's in-process greedy decode (pl_engine directly, no daemon) and the in-process cost of a
+ * 1-token request, then starts the built picolmd on the same model in a temporary socket
+ * directory and, for each client count N, forks N processes that each stream one greedy
+ * generation through libpicolm at the same moment. Reports aggregate and per-client tok/s,
+ * TTFT and inter-token latency percentiles, and the end-to-end latency of 1-token requests
+ * against their in-process cost. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "picolm.h"
+#include "pl/engine_model.h"
+#include "pl/engine_sampler.h"
+#include "pl/engine_tokenizer.h"
+#include "pl/pl_err.h"
+
+#define MAX_CLIENT_COUNTS 16
+#define MAX_CLIENTS 256
+#define ONE_TOKEN_REPS 20
+#define DAEMON_START_TIMEOUT_MS 120000
+#define DEFAULT_PROMPT "Once upon a time, there was a little"
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Percentile (0..100) of v[n] (sorted in place), nearest rank; 0 for n == 0. */
+static uint64_t pct(uint64_t *v, size_t n, double p) {
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof(*v), cmp_u64);
+    size_t k = (size_t)ceil(p / 100.0 * (double)n);
+    return v[k ? k - 1 : 0];
+}
+
+/* ---- In-process baseline ---- */
+
+struct inproc {
+    double decode_tok_s;     /* greedy decode, one sequence */
+    uint64_t one_token_ns;   /* median: prompt prefill + sample one token */
+    uint32_t n_prompt;
+    uint32_t n_gen;
+};
+
+static int inproc_run(const char *model_path, const char *prompt, uint32_t n_tokens,
+                      struct inproc *ret) {
+    char err[256] = "";
+    struct pl_model *m = NULL;
+    struct pl_ctx *ctx = NULL;
+    struct pl_sampler *smp = NULL;
+    int32_t *toks = NULL;
+    float *logits = NULL;
+    int r = pl_model_load(model_path, NULL, &m, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "picolm-bench serve: cannot load %s: %s (%s)\n", model_path,
+                pl_strerror(r), err);
+        return r;
+    }
+    const struct pl_tokenizer *tok = pl_model_tokenizer(m);
+    const struct pl_model_hparams *hp = pl_model_hparams(m);
+    size_t n_prompt = 0, cap = strlen(prompt) + 8;
+    toks = calloc(cap, sizeof(*toks));
+    logits = malloc((size_t)hp->n_vocab * sizeof(*logits));
+    if (!toks || !logits) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = pl_tokenizer_encode(tok, prompt, strlen(prompt), true, false, toks, cap, &n_prompt);
+    if (r < 0 || n_prompt == 0) {
+        r = r < 0 ? r : -EINVAL;
+        fprintf(stderr, "picolm-bench serve: cannot tokenize the prompt: %s\n", pl_strerror(r));
+        goto out;
+    }
+    struct pl_ctx_opts co = {.n_ctx = (uint32_t)n_prompt + n_tokens + 8, .n_seq = 1};
+    if (co.n_ctx > hp->n_ctx_train)
+        co.n_ctx = hp->n_ctx_train;
+    if (n_prompt + n_tokens > co.n_ctx) {
+        fprintf(stderr, "picolm-bench serve: prompt + --tokens exceed the model context (%u)\n",
+                hp->n_ctx_train);
+        r = -EINVAL;
+        goto out;
+    }
+    r = pl_ctx_new(m, &co, &ctx);
+    if (r < 0)
+        goto out;
+    struct pl_sampler_params sp;
+    pl_sampler_params_default(&sp);
+    sp.temp = 0;
+    r = pl_sampler_new(&sp, hp->n_vocab, &smp);
+    if (r < 0)
+        goto out;
+
+    int32_t pos[4096], seq[4096];
+    if (n_prompt > 4096) {
+        r = -EINVAL;
+        goto out;
+    }
+    for (size_t i = 0; i < n_prompt; i++) {
+        pos[i] = (int32_t)i;
+        seq[i] = 0;
+    }
+
+    /* 1-token requests: prefill the prompt and sample one token, from an empty cache. */
+    uint64_t one[ONE_TOKEN_REPS];
+    for (int rep = 0; rep < ONE_TOKEN_REPS; rep++) {
+        pl_ctx_seq_clear(ctx, 0);
+        pl_sampler_reset(smp);
+        uint64_t t0 = now_ns();
+        struct pl_batch b = {.n = (uint32_t)n_prompt, .token = toks, .pos = pos, .seq = seq};
+        r = pl_ctx_decode(ctx, &b, logits);
+        if (r < 0)
+            goto out;
+        (void)pl_sampler_sample(smp, logits);
+        one[rep] = now_ns() - t0;
+    }
+    ret->one_token_ns = pct(one, ONE_TOKEN_REPS, 50);
+
+    /* Greedy decode of n_tokens after the prompt: the same work a client asks the broker for. */
+    pl_ctx_seq_clear(ctx, 0);
+    pl_sampler_reset(smp);
+    struct pl_batch b = {.n = (uint32_t)n_prompt, .token = toks, .pos = pos, .seq = seq};
+    r = pl_ctx_decode(ctx, &b, logits);
+    if (r < 0)
+        goto out;
+    int32_t id = pl_sampler_sample(smp, logits);
+    uint64_t t0 = now_ns();
+    uint32_t n_gen = 0;
+    for (; n_gen + 1 < n_tokens; n_gen++) {
+        pl_sampler_accept(smp, id);
+        int32_t p = (int32_t)(n_prompt + n_gen), s = 0;
+        struct pl_batch one_b = {.n = 1, .token = &id, .pos = &p, .seq = &s};
+        r = pl_ctx_decode(ctx, &one_b, logits);
+        if (r < 0)
+            goto out;
+        id = pl_sampler_sample(smp, logits);
+    }
+    uint64_t dt = now_ns() - t0;
+    ret->decode_tok_s = dt ? (double)n_gen * 1e9 / (double)dt : 0;
+    ret->n_prompt = (uint32_t)n_prompt;
+    ret->n_gen = n_gen + 1;
+    r = 0;
+out:
+    if (r < 0 && !err[0])
+        fprintf(stderr, "picolm-bench serve: in-process run failed: %s\n", pl_strerror(r));
+    pl_sampler_free(smp);
+    pl_ctx_free(ctx);
+    pl_model_free(m);
+    free(toks);
+    free(logits);
+    return r;
+}
+
+/* ---- The daemon ---- */
+
+struct daemon {
+    pid_t pid;
+    char dir[64];
+    char sock[128];
+};
+
+static int daemon_start(struct daemon *d, const char *picolmd, const char *model,
+                        uint32_t max_clients) {
+    (void)snprintf(d->dir, sizeof(d->dir), "/tmp/picolm-bench-XXXXXX");
+    if (!mkdtemp(d->dir))
+        return -errno;
+    (void)snprintf(d->sock, sizeof(d->sock), "%s/picolm.sock", d->dir);
+    char sessions[16], active[16];
+    (void)snprintf(sessions, sizeof(sessions), "%u", max_clients + 4);
+    (void)snprintf(active, sizeof(active), "%u", max_clients);
+    fflush(NULL);
+    d->pid = fork();
+    if (d->pid < 0)
+        return -errno;
+    if (d->pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (devnull >= 0 && !getenv("PICOLM_BENCH_DAEMON_LOG"))
+            (void)dup2(devnull, STDERR_FILENO);
+        char *argv[] = {(char *)picolmd, "--model", (char *)model, "--socket-dir", d->dir,
+                        "--foreground", "--max-sessions", sessions, "--max-active", active,
+                        NULL};
+        execv(picolmd, argv);
+        _exit(127);
+    }
+    /* Ready when a client can connect. */
+    uint64_t deadline = now_ns() + (uint64_t)DAEMON_START_TIMEOUT_MS * 1000000ull;
+    for (;;) {
+        int status;
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+            d->pid = 0;
+            fprintf(stderr, "picolm-bench serve: %s exited during start-up (status %d); set "
+                            "PICOLM_BENCH_DAEMON_LOG=1 to see its log\n", picolmd, status);
+            return -ECHILD;
+        }
+        picolm_client *c;
+        if (picolm_connect(d->sock, &c) == PICOLM_OK) {
+            picolm_close(c);
+            return 0;
+        }
+        if (now_ns() > deadline) {
+            fprintf(stderr, "picolm-bench serve: picolmd did not come up\n");
+            return -ETIMEDOUT;
+        }
+        usleep(20000);
+    }
+}
+
+static void daemon_stop(struct daemon *d) {
+    if (d->pid > 0) {
+        (void)kill(d->pid, SIGTERM);
+        int status;
+        for (int i = 0; i < 500; i++) {
+            if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+                d->pid = 0;
+                break;
+            }
+            usleep(10000);
+        }
+        if (d->pid > 0) {
+            (void)kill(d->pid, SIGKILL);
+            (void)waitpid(d->pid, &status, 0);
+        }
+        d->pid = 0;
+    }
+    char p[160];
+    (void)snprintf(p, sizeof(p), "%s/admin.sock", d->dir);
+    (void)unlink(p);
+    (void)unlink(d->sock);
+    (void)rmdir(d->dir);
+}
+
+/* ---- Client processes ---- */
+
+/* Per-client results in a MAP_SHARED area the children write. */
+struct client_rec {
+    int32_t status;          /* picolm status of the generation */
+    uint32_t n_tokens;
+    uint32_t n_itl;          /* gaps recorded */
+    uint32_t reserved;
+    uint64_t t_start, t_first, t_end;
+    uint64_t itl[];          /* [max tokens] per-token gaps after the first token, ns */
+};
+
+struct run_ctx {
+    const char *sock;
+    const char *prompt;
+    uint32_t n_tokens;
+    size_t rec_bytes;
+    uint8_t *area;
+};
+
+static struct client_rec *rec_at(const struct run_ctx *rc, size_t i) {
+    return (struct client_rec *)(void *)(rc->area + i * rc->rec_bytes);
+}
+
+struct stream_state {
+    struct client_rec *rec;
+    uint32_t cap;
+    uint64_t last;
+};
+
+static int on_chunk(void *user, const struct picolm_chunk *ch) {
+    struct stream_state *s = user;
+    uint64_t t = now_ns();
+    if (!ch->n_ids)
+        return 0;
+    if (!s->rec->t_first) {
+        s->rec->t_first = t;
+    } else {
+        /* A chunk of k tokens: its gap is spread over them. */
+        uint64_t gap = (t - s->last) / ch->n_ids;
+        for (size_t k = 0; k < ch->n_ids && s->rec->n_itl < s->cap; k++)
+            s->rec->itl[s->rec->n_itl++] = gap;
+    }
+    s->rec->n_tokens += (uint32_t)ch->n_ids;
+    s->last = t;
+    return 0;
+}
+
+static void fill_params(struct picolm_generate_params *p, const char *prompt, uint32_t n) {
+    picolm_generate_params_init(p);
+    p->prompt = prompt;
+    p->max_tokens = n;
+    p->flags = PICOLM_GEN_IGNORE_EOS;
+    p->sampling.temperature = 0; /* greedy */
+    p->sampling.repeat_penalty = 1;
+}
+
+/* Child: connect, wait for the start signal on go_fd, stream one generation. */
+static void client_main(const struct run_ctx *rc, size_t idx, int ready_fd, int go_fd) {
+    struct client_rec *rec = rec_at(rc, idx);
+    picolm_client *c;
+    int r = picolm_connect(rc->sock, &c);
+    char b = r == PICOLM_OK ? 'r' : 'x';
+    if (write(ready_fd, &b, 1) != 1 || r != PICOLM_OK) {
+        rec->status = r != PICOLM_OK ? r : PICOLM_E_SYSTEM;
+        _exit(1);
+    }
+    if (read(go_fd, &b, 1) != 1) {
+        rec->status = PICOLM_E_SYSTEM;
+        _exit(1);
+    }
+    struct picolm_generate_params p;
+    fill_params(&p, rc->prompt, rc->n_tokens);
+    struct stream_state st = {.rec = rec, .cap = rc->n_tokens};
+    rec->t_start = now_ns();
+    r = picolm_generate(c, &p, on_chunk, &st, NULL);
+    rec->t_end = now_ns();
+    rec->status = r;
+    picolm_close(c);
+    _exit(r == PICOLM_OK ? 0 : 1);
+}
+
+struct round {
+    uint32_t n_clients;
+    uint32_t n_failed;
+    double aggregate_tok_s;
+    double client_tok_s_mean, client_tok_s_min;
+    uint64_t ttft_p50, ttft_p99, itl_p50, itl_p99;
+};
+
+static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round *ret) {
+    memset(rc->area, 0, rc->rec_bytes * n_clients);
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t pids[MAX_CLIENTS];
+    fflush(NULL);
+    for (uint32_t i = 0; i < n_clients; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0)
+            return -errno;
+        if (pids[i] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            client_main(rc, i, ready[1], go[0]);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    /* Every client connected, then all start at once. */
+    for (uint32_t i = 0; i < n_clients; i++) {
+        char b;
+        if (read(ready[0], &b, 1) != 1)
+            break;
+    }
+    char go_bytes[MAX_CLIENTS];
+    memset(go_bytes, 'g', n_clients);
+    (void)!write(go[1], go_bytes, n_clients);
+    close(go[1]);
+    close(ready[0]);
+    for (uint32_t i = 0; i < n_clients; i++) {
+        int status;
+        (void)waitpid(pids[i], &status, 0);
+    }
+
+    *ret = (struct round){.n_clients = n_clients, .client_tok_s_min = INFINITY};
+    uint64_t t0 = UINT64_MAX, t1 = 0, total = 0;
+    uint64_t *ttft = calloc(n_clients, sizeof(*ttft));
+    uint64_t *itl = calloc((size_t)n_clients * rc->n_tokens + 1, sizeof(*itl));
+    if (!ttft || !itl) {
+        free(ttft);
+        free(itl);
+        return -ENOMEM;
+    }
+    size_t n_ttft = 0, n_itl = 0;
+    double sum_rate = 0;
+    for (uint32_t i = 0; i < n_clients; i++) {
+        struct client_rec *r = rec_at(rc, i);
+        if (r->status != PICOLM_OK || !r->t_first) {
+            ret->n_failed++;
+            fprintf(stderr, "picolm-bench serve: client %u of %u failed: %s\n", i, n_clients,
+                    picolm_strerror(r->status));
+            continue;
+        }
+        t0 = r->t_start < t0 ? r->t_start : t0;
+        t1 = r->t_end > t1 ? r->t_end : t1;
+        total += r->n_tokens;
+        double rate = (double)r->n_tokens * 1e9 / (double)(r->t_end - r->t_start);
+        sum_rate += rate;
+        if (rate < ret->client_tok_s_min)
+            ret->client_tok_s_min = rate;
+        ttft[n_ttft++] = r->t_first - r->t_start;
+        for (uint32_t k = 0; k < r->n_itl && k < rc->n_tokens; k++)
+            itl[n_itl++] = r->itl[k];
+    }
+    uint32_t ok = n_clients - ret->n_failed;
+    if (ok) {
+        ret->aggregate_tok_s = (double)total * 1e9 / (double)(t1 - t0);
+        ret->client_tok_s_mean = sum_rate / ok;
+    } else {
+        ret->client_tok_s_min = 0;
+    }
+    ret->ttft_p50 = pct(ttft, n_ttft, 50);
+    ret->ttft_p99 = pct(ttft, n_ttft, 99);
+    ret->itl_p50 = pct(itl, n_itl, 50);
+    ret->itl_p99 = pct(itl, n_itl, 99);
+    free(ttft);
+    free(itl);
+    return 0;
+}
+
+/* 1-token requests, one at a time, over one connection: median end to end. */
+static int one_token_latency(const char *sock, const char *prompt, uint64_t *ret_ns) {
+    picolm_client *c;
+    int r = picolm_connect(sock, &c);
+    if (r != PICOLM_OK)
+        return r;
+    struct picolm_generate_params p;
+    fill_params(&p, prompt, 1);
+    uint64_t v[ONE_TOKEN_REPS];
+    for (int i = 0; i < ONE_TOKEN_REPS; i++) {
+        uint64_t t0 = now_ns();
+        r = picolm_generate(c, &p, NULL, NULL, NULL);
+        v[i] = now_ns() - t0;
+        if (r != PICOLM_OK) {
+            fprintf(stderr, "picolm-bench serve: 1-token request: %s: %s\n",
+                    picolm_strerror(r), picolm_last_error(c));
+            picolm_close(c);
+            return r;
+        }
+    }
+    picolm_close(c);
+    *ret_ns = pct(v, ONE_TOKEN_REPS, 50);
+    return PICOLM_OK;
+}
+
+/* ---- Command line ---- */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N]\n"
+            "                          [--prompt TEXT] [--picolmd PATH] [--json]\n"
+            "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
+            "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
+            "  --tokens N      tokens each client generates (default 64)\n"
+            "  --prompt TEXT   prompt of every request (default: a short story opening)\n"
+            "  --picolmd PATH  broker binary (default: picolmd beside this program)\n"
+            "  --json          one JSON object on stdout instead of text\n");
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -EINVAL;
+    *ret = (uint32_t)v;
+    return 0;
+}
+
+static int parse_list(const char *s, uint32_t *out, size_t *ret_n) {
+    size_t n = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof(buf))
+        return -EINVAL;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_CLIENT_COUNTS || parse_u32(tok, 1, MAX_CLIENTS, &out[n]) < 0)
+            return -EINVAL;
+        n++;
+    }
+    if (!n)
+        return -EINVAL;
+    *ret_n = n;
+    return 0;
+}
+
+static void default_picolmd(char *buf, size_t cap) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        (void)snprintf(buf, cap, "picolmd");
+        return;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    size_t dir_len = slash ? (size_t)(slash - self) : 0;
+    if (dir_len + sizeof("/picolmd") > cap) {
+        (void)snprintf(buf, cap, "picolmd");
+        return;
+    }
+    memcpy(buf, self, dir_len);
+    memcpy(buf + dir_len, "/picolmd", sizeof("/picolmd"));
+}
+
+int bench_serve_main(int argc, char **argv) {
+    const char *model = NULL, *prompt = DEFAULT_PROMPT;
+    char picolmd[PATH_MAX];
+    default_picolmd(picolmd, sizeof(picolmd));
+    uint32_t counts[MAX_CLIENT_COUNTS] = {1, 2, 4, 8, 16};
+    size_t n_counts = 5;
+    uint32_t n_tokens = 64;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
+        }
+        bool bad = !v;
+        if (!bad && !strcmp(a, "--model"))
+            model = v;
+        else if (!bad && !strcmp(a, "--prompt"))
+            prompt = v;
+        else if (!bad && !strcmp(a, "--picolmd"))
+            (void)snprintf(picolmd, sizeof(picolmd), "%s", v);
+        else if (!bad && !strcmp(a, "--clients"))
+            bad = parse_list(v, counts, &n_counts) < 0;
+        else if (!bad && !strcmp(a, "--tokens"))
+            bad = parse_u32(v, 2, 1u << 16, &n_tokens) < 0;
+        else
+            bad = true;
+        if (bad) {
+            fprintf(stderr, "picolm-bench serve: bad argument '%.64s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!model) {
+        usage(stderr);
+        return 2;
+    }
+    if (access(picolmd, X_OK) < 0) {
+        fprintf(stderr, "picolm-bench serve: no broker binary at %s (use --picolmd)\n", picolmd);
+        return 1;
+    }
+    uint32_t max_clients = 0;
+    for (size_t i = 0; i < n_counts; i++)
+        max_clients = counts[i] > max_clients ? counts[i] : max_clients;
+
+    /* The baseline first, alone on the machine, then the model is freed again. */
+    struct inproc ip = {0};
+    if (inproc_run(model, prompt, n_tokens, &ip) < 0)
+        return 1;
+
+    struct run_ctx rc = {.prompt = prompt, .n_tokens = n_tokens};
+    rc.rec_bytes = sizeof(struct client_rec) + (size_t)n_tokens * sizeof(uint64_t);
+    rc.area = mmap(NULL, rc.rec_bytes * max_clients, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (rc.area == MAP_FAILED) {
+        fprintf(stderr, "picolm-bench serve: mmap: %s\n", strerror(errno));
+        return 1;
+    }
+    struct daemon d = {0};
+    int rcode = 1;
+    if (daemon_start(&d, picolmd, model, max_clients) < 0)
+        goto out;
+    rc.sock = d.sock;
+
+    struct round rounds[MAX_CLIENT_COUNTS];
+    for (size_t i = 0; i < n_counts; i++) {
+        if (run_round(&rc, counts[i], &rounds[i]) < 0) {
+            fprintf(stderr, "picolm-bench serve: round with %u clients failed\n", counts[i]);
+            goto out;
+        }
+    }
+    uint64_t one_ns = 0;
+    if (one_token_latency(d.sock, prompt, &one_ns) != PICOLM_OK)
+        goto out;
+
+    if (json) {
+        printf("{\"model\":\"%s\",\"tokens\":%u,\"prompt_tokens\":%u,"
+               "\"inproc_decode_tok_s\":%.2f,\"inproc_one_token_ns\":%" PRIu64
+               ",\"daemon_one_token_ns\":%" PRIu64 ",\"rounds\":[",
+               model, n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one_ns);
+        for (size_t i = 0; i < n_counts; i++) {
+            const struct round *r = &rounds[i];
+            printf("%s{\"clients\":%u,\"failed\":%u,\"aggregate_tok_s\":%.2f,"
+                   "\"client_tok_s_mean\":%.2f,\"client_tok_s_min\":%.2f,\"ttft_p50_ns\":%" PRIu64
+                   ",\"ttft_p99_ns\":%" PRIu64 ",\"itl_p50_ns\":%" PRIu64
+                   ",\"itl_p99_ns\":%" PRIu64 "}",
+                   i ? "," : "", r->n_clients, r->n_failed, r->aggregate_tok_s,
+                   r->client_tok_s_mean, r->client_tok_s_min, r->ttft_p50, r->ttft_p99,
+                   r->itl_p50, r->itl_p99);
+        }
+        printf("]}\n");
+    } else {
+        printf("model %s, prompt %u tokens, %u generated tokens per client, greedy\n", model,
+               ip.n_prompt, n_tokens);
+        printf("in-process (pl_engine, 1 sequence): decode %.1f tok/s; 1-token request %.3f ms\n",
+               ip.decode_tok_s, (double)ip.one_token_ns / 1e6);
+        printf("through picolmd: 1-token request %.3f ms end to end (%.3f ms over in-process)\n",
+               (double)one_ns / 1e6, ((double)one_ns - (double)ip.one_token_ns) / 1e6);
+        printf("%7s %6s %12s %12s %12s %10s %10s %10s %10s\n", "clients", "failed", "agg tok/s",
+               "client mean", "client min", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
+        for (size_t i = 0; i < n_counts; i++) {
+            const struct round *r = &rounds[i];
+            printf("%7u %6u %12.1f %12.1f %12.1f %8.2fms %8.2fms %8.3fms %8.3fms\n",
+                   r->n_clients, r->n_failed, r->aggregate_tok_s, r->client_tok_s_mean,
+                   r->client_tok_s_min, (double)r->ttft_p50 / 1e6, (double)r->ttft_p99 / 1e6,
+                   (double)r->itl_p50 / 1e6, (double)r->itl_p99 / 1e6);
+        }
+    }
+    rcode = 0;
+    for (size_t i = 0; i < n_counts; i++)
+        if (rounds[i].n_failed)
+            rcode = 1;
+out:
+    daemon_stop(&d);
+    (void)munmap(rc.area, rc.rec_bytes * max_clients);
+    return rcode;
+}
