@@ -303,7 +303,9 @@ static void check_dot(const char *isa, const struct type_info *ti) {
     int max_n = ti->block == 1 ? 8 * 37 : MAX_BLOCKS * ti->block;
     size_t wbytes = (size_t)max_n / (size_t)ti->block * ti->size;
     size_t xbytes = (size_t)max_n / tx->blck_elems * tx->blck_bytes;
-    uint8_t *wbuf = aligned_alloc(64, wbytes + SLACK), *xbuf = aligned_alloc(64, xbytes + SLACK);
+    /* aligned_alloc wants a multiple of the alignment */
+    uint8_t *wbuf = aligned_alloc(64, (wbytes + 2 * SLACK - 1) / SLACK * SLACK);
+    uint8_t *xbuf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *scratch = malloc(wbytes);
     assert_non_null(wbuf);
     assert_non_null(xbuf);

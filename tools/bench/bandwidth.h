@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* The machine's read bandwidth, for benchmarks that compare a kernel's or a decode's
+ * effective bandwidth with what the memory system can deliver: a vectorised read loop
+ * (AVX-512, AVX2 or generic, chosen at run time) over a buffer, best of several passes,
+ * on 1..64 threads pinned to distinct CPUs. Used by bench_kernels.c (and bench_engine.c). */
+#ifndef PL_TOOLS_BANDWIDTH_H
+#define PL_TOOLS_BANDWIDTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Best-of-passes read bandwidth in bytes/s of n_threads threads (1..64) reading disjoint
+ * slices of [buf, buf + len) (borrowed; already faulted in by the caller). Returns the
+ * bandwidth (> 0), or -EINVAL for bad arguments, or -EAGAIN when threads cannot start. */
+double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
+
+/* Same over a fresh len-byte anonymous mapping (huge pages advised, every page faulted in
+ * before timing, unmapped after): bandwidth in *ret_bytes_per_s. Returns 0 or -errno. */
+int bench_bw_measure(size_t len, uint32_t n_threads, int passes, double *ret_bytes_per_s);
+
+#endif
