@@ -82,6 +82,7 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     ALLOW("rseq", "set-up of a new thread (glibc registers rseq)"),
     ALLOW("rt_sigprocmask", "threads block signals (signalfd) and glibc internals"),
     ALLOW("rt_sigreturn", "return from a signal handler"),
+    ALLOW("sigaltstack", "signal stack of a thread (sanitizer runtimes set one up)"),
     ALLOW("restart_syscall", "the kernel restarting an interrupted call"),
     ALLOW_EQ("prctl", 0, "name threads", PR_SET_NAME, PR_GET_NAME),
     /* Time and identity */
@@ -139,6 +140,7 @@ static const struct pl_policy_seccomp_entry client_table[] = {
     ALLOW("gettid", "libc internals"),
     ALLOW("rt_sigprocmask", "libc internals (abort, locks)"),
     ALLOW("rt_sigreturn", "return from a signal handler"),
+    ALLOW("sigaltstack", "signal stack of a thread (sanitizer runtimes set one up)"),
     ALLOW("restart_syscall", "the kernel restarting an interrupted call"),
     ALLOW_IF("tgkill", PL_POLICY_SECCOMP_COND_SELF_PID, 0, "abort() signals itself"),
     ALLOW("exit", "a thread ends"),
