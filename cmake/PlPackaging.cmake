@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 # CPack configuration: `cpack -G DEB` in the build tree makes picolm_<version>-1_<arch>.deb.
-# Included by packaging/CMakeLists.txt (so PL_PKG_CONFFILES is known). Depends: the runtime
-# packages of liburing, libseccomp and protobuf-c, computed by dpkg-shlibdeps from the
-# binaries once picolmd (which links all three) is built, listed by name before that or when
-# dpkg-shlibdeps is missing; adduser or systemd for the maintainer scripts.
+# Included by packaging/CMakeLists.txt (so PL_PKG_CONFFILES is known). Depends: computed by
+# dpkg-shlibdeps from the packaged binaries (libc6, liburing2, libprotobuf-c1, and
+# libseccomp2 once picolmd links it), with versions; listed by name when dpkg-shlibdeps is
+# missing; plus adduser or systemd for the maintainer scripts.
 
 set(CPACK_PACKAGE_NAME picolm)
 set(CPACK_PACKAGE_VENDOR "picolm")
@@ -21,8 +21,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
-picolm keeps one GGUF LLaMA-family model resident, locked in RAM (on huge
+    "picolm keeps one GGUF LLaMA-family model resident, locked in RAM (on huge
 pages when reserved), and serves it to many local applications through
 libpicolm: shared-memory rings with eventfd doorbells, microsecond-scale
 overhead per request and per token, access decided by a policy on the
@@ -31,13 +30,14 @@ hardened systemd units, the picoctl admin tool, the picolm CLI, libpicolm
 (shared and static, header, pkg-config) and a bundled 260K-parameter model.")
 
 find_program(PL_DPKG_SHLIBDEPS dpkg-shlibdeps)
-set(_pl_deps_named "liburing2, libseccomp2, libprotobuf-c1")
-if(PL_DPKG_SHLIBDEPS AND TARGET picolmd)
+if(PL_DPKG_SHLIBDEPS)
     set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
     set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser | systemd")
 else()
-    set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ${PL_DPKG_SHLIBDEPS})
-    set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_pl_deps_named}, adduser | systemd")
+    message(STATUS "dpkg-shlibdeps not found (package dpkg-dev): the .deb names its "
+                   "library dependencies without versions")
+    set(CPACK_DEBIAN_PACKAGE_DEPENDS
+        "libc6, liburing2, libseccomp2, libprotobuf-c1, adduser | systemd")
 endif()
 # libpicolm.so.1 ships in this package: let dpkg-shlibdeps resolve it there, and publish a
 # shlibs file so that packages linking libpicolm get a versioned dependency on picolm.
