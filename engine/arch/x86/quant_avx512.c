@@ -300,40 +300,66 @@ static inline struct perm16 perm16_make(int span) {
     return p;
 }
 
+/* The 8 scales (words 0..7) and mins (words 8..15) of a Q4_K/Q5_K block as int16, from
+ * its 12 packed bytes (see pl_q4k_scale_min), in vector registers throughout. */
+static inline __m256i q4k_scales16(const uint8_t *s) {
+    __m128i v = _mm_setr_epi32((int)load_u32(s), (int)load_u32(s + 4), (int)load_u32(s + 8), 0);
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
+    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
+    const __m128i lo_mask = _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F);
+    const __m128i hi_mask = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
+    /* scales 0-3: w0 & 63; 4-7: (w2 & 15) | (w0 >> 6) << 4; mins 0-3: w1 & 63;
+     * 4-7: (w2 >> 4 & 15) | (w1 >> 6) << 4 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), lo_mask);
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), hi_mask);
+    return _mm256_cvtepu8_epi16(_mm_or_si128(lo, hi));
+}
+
+/* Word w of group g's scale vector is scale 2g + w / 16. */
+static const int16_t q4k_perm[4][32] __attribute__((aligned(64))) = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+};
+
+/* Quants of group g of a Q4_K block: [low nibbles | high nibbles] of its 32 bytes, i.e.
+ * elements 64g .. 64g+63 in order (masked shift: words 16..31 only). */
+static inline __m512i q4k_group(const uint8_t *qs) {
+    __m512i q = bcast256(qs);
+    q = _mm512_mask_srli_epi16(q, (__mmask32)0xFFFF0000u, q, 4);
+    return _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
+}
+
+/* Q4_K: the int32 lanes stay below 2^24 (4 groups * 2 * 63 * 3840), so they convert to
+ * float exactly; as do the mins lanes (4 * 2 * 63 * 4096). Only float order differs. */
 static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q4_K *a = w;
     const struct pl_block_q8_K *b = x;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), shift = counts2(0, 4);
-    /* group g (64 elements: sub-blocks 2g, 2g+1 of 32) uses scales 2g, 2g+1: span 16 */
-    const struct perm16 P = perm16_make(16);
-    float sum = 0.f;
+    __m512 facc = _mm512_setzero_ps();
+    __m128 macc = _mm_setzero_ps();
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        const uint8_t *s = a[i].scales;
-        uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
-        const uint32_t m6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
-        uint32_t sc_hi = (w2 & k4) | (((w0 >> 6) & k2) << 4);
-        uint32_t m_hi = ((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4);
-        __m128i sc8 = _mm_setr_epi32((int)(w0 & m6), (int)sc_hi, (int)(w1 & m6), (int)m_hi);
-        /* words 0..7: scales, 8..15: mins */
-        __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
+        __m256i sm = q4k_scales16(a[i].scales);
+        __m512i sc16 = _mm512_castsi256_si512(sm);
+        /* mins times the 32-element activation sums: bsums pairs by hadd */
         __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));
-        __m128i pm = _mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8)));
-        pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
-        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(2, 3, 0, 1)));
-        int32_t summ = _mm_cvtsi128_si32(pm);
-
+        __m128i pm = _mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1));
         __m512i acc = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) {
-            /* [qs low nibbles | qs high nibbles] of group g = elements 64g .. 64g+63 */
-            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);
-            __m512i sc = _mm512_permutexvar_epi16(P.idx[g], sc16);
-            acc = dot_scaled(acc, u, load512(b[i].qs + 64 * g), sc);
+            __m512i sc = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);
+            acc = dot_scaled(acc, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g), sc);
         }
-        float d = h2f(a[i].d) * b[i].d, dmin = h2f(a[i].dmin) * b[i].d;
-        sum += d * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
+        /* [d, dmin] of the block times the activation scale */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
+                               _mm_set1_ps(b[i].d));
+        facc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(acc), facc);
+        macc = _mm_fmadd_ps(_mm_shuffle_ps(dd, dd, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(pm),
+                            macc);
     }
-    return sum;
+    macc = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
+    macc = _mm_add_ss(macc, _mm_movehdup_ps(macc));
+    return _mm512_reduce_add_ps(facc) - _mm_cvtss_f32(macc);
 }
 
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
