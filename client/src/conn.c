@@ -175,10 +175,12 @@ void pl_client_conn_close(struct pl_client_conn *c) {
 
 /* The socket carries nothing after the handshake; it became readable or hung up. Returns
  * -PL_ERR_GONE when the broker is gone, 0 otherwise (a stray message is read and dropped,
- * closing any fd it carried, so that it cannot keep the socket readable forever). */
+ * closing any fd it carried, so that it cannot keep the socket readable forever).
+ * c->gone is a flag any thread may read (picolm_cancel): relaxed, it carries no data (the
+ * rings are synchronised by their own indices). */
 static int check_socket(struct pl_client_conn *c, short revents) {
     if (revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
-        c->gone = true;
+        atomic_store_explicit(&c->gone, true, memory_order_relaxed);
         return -PL_ERR_GONE;
     }
     if (!(revents & POLLIN))
@@ -194,11 +196,15 @@ static int check_socket(struct pl_client_conn *c, short revents) {
         .msg_controllen = sizeof(ctl.bytes)};
     ssize_t n = recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n == 0) {
-        c->gone = true;
+        atomic_store_explicit(&c->gone, true, memory_order_relaxed);
         return -PL_ERR_GONE;
     }
-    if (n < 0)
-        return (errno == EAGAIN || errno == EINTR) ? 0 : (c->gone = true, -PL_ERR_GONE);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR)
+            return 0;
+        atomic_store_explicit(&c->gone, true, memory_order_relaxed);
+        return -PL_ERR_GONE;
+    }
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
             continue;
@@ -238,7 +244,7 @@ static int try_send(struct pl_client_conn *c, uint32_t type, const ProtobufCMess
 
 int pl_client_conn_send(struct pl_client_conn *c, uint32_t type, const ProtobufCMessage *msg,
                         bool may_wait, uint32_t *ret_need) {
-    if (c->gone)
+    if (atomic_load_explicit(&c->gone, memory_order_relaxed))
         return -PL_ERR_GONE;
     size_t size = protobuf_c_message_get_packed_size(msg);
     if (size > pl_ipc_ring_max_payload(&c->sq))
@@ -298,7 +304,7 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
     r = ready(c, sq_need);
     if (r != 0)
         return r < 0 ? r : 0;
-    if (c->gone)
+    if (atomic_load_explicit(&c->gone, memory_order_relaxed))
         return -PL_ERR_GONE;
 
     uint64_t start = now_ns();

@@ -7,6 +7,7 @@
 #define PL_CLIENT_CONN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,7 +26,7 @@ struct pl_client_conn {
     struct pl_ipc_ring cq;        /* consumer end, owner thread only */
     pthread_mutex_t sq_lock;      /* submissions may come from any thread (picolm_cancel) */
     bool lock_ready;
-    bool gone;                    /* the broker hung up (sticky) */
+    _Atomic bool gone;            /* the broker hung up (sticky; any thread may see it) */
     uint64_t session_id;
     uint64_t spin_ns;
     int timeout_ms;               /* -1: no bound */

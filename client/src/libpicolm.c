@@ -574,8 +574,10 @@ static int progress(struct picolm_client *c, struct req *q) {
         if (q->done || q->q.head != q->q.tail)
             return PICOLM_OK;
         int n = pump(c);
+        if (n < 0 && !q->done) /* q was not registered: finish it with the kill's status */
+            req_finish(c, q, c->dead, c->dead_msg);
         if (n < 0 || q->done)
-            continue; /* the kill finished q */
+            continue;
         if (n > 0)
             continue;
         int r = pl_client_conn_wait(&c->conn, 0);
