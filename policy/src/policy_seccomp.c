@@ -116,6 +116,8 @@ static const struct pl_policy_seccomp_entry client_table[] = {
     ALLOW_IF("write", PL_POLICY_SECCOMP_COND_OUT_FD, 0,
              "ring the broker's doorbell (io fds); its own stdout and stderr"),
     ALLOW_IF("writev", PL_POLICY_SECCOMP_COND_STD_FD, 0, "stdio on stdout and stderr"),
+    ALLOW_IF("recvmsg", PL_POLICY_SECCOMP_COND_IO_FD, 0,
+             "session socket: see why it became readable (hang-up; io fds only)"),
     ALLOW("poll", "sleep on its doorbell; broker hang-up check"),
     ALLOW("ppoll", "the same, where libc implements poll with ppoll"),
     ALLOW("futex", "locks and waits inside the process"),

@@ -64,12 +64,13 @@ int pl_policy_seccomp_broker(scmp_filter_ctx *ret);
 #define PL_POLICY_SECCOMP_MAX_IO_FDS 64u
 
 /* The client sandbox filter: what talking to the broker needs (read/write on the doorbell
- * fds listed in io_fds, polling, futex, memory management without PROT_EXEC, time, exit,
- * writing to stdout/stderr) plus the native syscall numbers in extra_syscalls, which are
- * allowed with any arguments. Everything else fails with EPERM, or kills the process with
- * PL_POLICY_SECCOMP_CLIENT_KILL. Returns 0 and *ret; -EINVAL for unknown flags, a negative
- * or unknown syscall number, a negative fd, or more than PL_POLICY_SECCOMP_MAX_EXTRA extras
- * or PL_POLICY_SECCOMP_MAX_IO_FDS fds; -ENOMEM; or -errno from libseccomp. */
+ * eventfds and recvmsg on the session socket, all listed in io_fds; poll, futex, memory
+ * management without PROT_EXEC, time, exit; writing to stdout/stderr) plus the native
+ * syscall numbers in extra_syscalls, which are allowed with any arguments. Everything else
+ * fails with EPERM, or kills the process with PL_POLICY_SECCOMP_CLIENT_KILL. Returns 0 and
+ * *ret; -EINVAL for unknown flags, a negative or unknown syscall number, a negative fd, or
+ * more than PL_POLICY_SECCOMP_MAX_EXTRA extras or PL_POLICY_SECCOMP_MAX_IO_FDS fds; -ENOMEM;
+ * or -errno from libseccomp. */
 int pl_policy_seccomp_client(unsigned flags, const int *extra_syscalls, size_t n_extra,
                              const int *io_fds, size_t n_io_fds, scmp_filter_ctx *ret);
 
