@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kv.h"
+#include "matmul.h"
 #include "model_impl.h"
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
@@ -25,32 +26,36 @@
 #define MAX_SEQ (1u << 16)
 #define MAX_BATCH (1u << 16)
 
-/* Matmul tiling: a tile of weight rows stays in L1/L2 while a tile of activation rows is
- * streamed past it, so each weight row comes from memory once per step. */
-#define MM_ROW_TILE 16u
-#define MM_TOK_TILE 32u
+/* Batches are run in chunks of at most CHUNK entries: the scratch is sized for a chunk, not
+ * for n_batch, and a chunk's activations (and their tiles) stay in L2 while the weights
+ * stream past them once per chunk. Entries of a chunk attend to the KV rows earlier chunks
+ * wrote, so chunking does not change any result. */
+#define CHUNK 64u
 
 struct pl_ctx {
     struct pl_model *m;
     struct pl_threadpool *pool;
     struct pl_kv kv;
     uint32_t n_ctx, n_seq, n_batch, n_threads;
+    uint32_t n_chunk;             /* entries per forward run: min(n_batch, CHUNK) */
     uint32_t q_dim, kv_dim;
     float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
     float kq_scale;               /* 1 / sqrt(head_dim) */
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
 
-    /* Scratch, [n_batch][...] row-major. */
-    float *x;        /* [n_batch][n_embd] residual stream */
-    float *xb;       /* [n_batch][n_embd] normed input of the next matmul */
-    float *q;        /* [n_batch][q_dim] */
-    float *k;        /* [n_batch][kv_dim] */
-    float *v;        /* [n_batch][kv_dim] */
-    float *att;      /* [n_batch][q_dim] attention output */
-    float *hg;       /* [n_batch][n_ff] gate, then silu(gate) * up */
-    float *hu;       /* [n_batch][n_ff] up */
-    uint8_t *xq;     /* [n_batch][xq_stride] activations in a weight's vec_dot_type */
+    /* Scratch, [n_chunk][...] row-major. */
+    float *x;        /* [n_chunk][n_embd] residual stream */
+    float *xb;       /* [n_chunk][n_embd] normed input of the next matmul */
+    float *q;        /* [n_chunk][q_dim] */
+    float *k;        /* [n_chunk][kv_dim] */
+    float *v;        /* [n_chunk][kv_dim] */
+    float *att;      /* [n_chunk][q_dim] attention output */
+    float *hg;       /* [n_chunk][n_ff] silu(gate) * up */
+    float *hu;       /* [n_chunk][n_ff] up, when gate and up differ in type (else unused) */
+    uint8_t *xq;     /* [n_chunk][xq_stride] activations in a weight's vec_dot_type */
     size_t xq_stride;
+    uint8_t *tiles;  /* [ceil(n_chunk / PL_MM_TILE)][tile_bytes] repacked activations */
+    size_t tile_bytes;
     /* Per thread: scores [n_ctx], rope cache [n_rot], the query head rounded to the cache
      * type [head_dim] floats. */
     float *th_scores;
@@ -60,10 +65,11 @@ struct pl_ctx {
 
     /* Validation scratch and the current step (set by the caller before the parallel run). */
     uint32_t *seq_count;        /* [n_seq] */
-    uint32_t *out_rows;         /* [n_batch] batch entries whose logits are wanted */
+    uint32_t *out_rows;         /* [n_chunk] chunk entries whose logits are wanted */
     uint32_t n_out;
-    const struct pl_batch *b;
-    float *out;
+    const struct pl_batch *b;   /* the current chunk */
+    struct pl_batch chunk;      /* storage for b */
+    float *out;                 /* logits of the chunk's first wanted entry */
 };
 
 /* ---- Small kernels (llama.cpp's numerics: float math, double sums where ggml uses them) ---- */
@@ -91,50 +97,47 @@ static inline float silu(float x) {
 
 /* ---- Matrix multiplication ---- */
 
-/* The activations for w: rows [lo, hi) of src quantized to w's vec_dot_type into c->xq (or
- * src itself when that type is F32). Returns the base pointer and the byte stride; the
- * caller puts a barrier between this and any matmul reading other threads' rows. */
-static const uint8_t *prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *src,
-                               size_t src_stride, uint32_t lo, uint32_t hi,
-                               size_t *ret_stride) {
-    if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
-        *ret_stride = src_stride * sizeof(float);
-        return (const uint8_t *)src;
-    }
-    for (uint32_t t = lo; t < hi; t++)
-        w->vk->from_f32(src + (size_t)t * src_stride, c->xq + (size_t)t * c->xq_stride,
-                        w->n_cols);
-    *ret_stride = c->xq_stride;
-    return c->xq;
+/* The tiled kernel w uses for a batch of n_tok, or NULL for per-row dot products. */
+static const struct pl_mm_tile_kernel *tile_kernel(const struct pl_weight *w, uint32_t n_tok) {
+    return n_tok >= PL_MM_MIN_TILED_TOK ? pl_mm_tile_kernel(w->type, w->n_cols) : NULL;
 }
 
-/* out[t][r] (+)= w[r] . act[t] (+ bias[r]) for this thread's share of rows r and every t in
- * [0, n_tok). With accumulate, the product (plus bias) is added to what out holds, in the
- * order llama.cpp adds a residual: out = (w.x + b) + out. */
-static void matmul(const struct pl_weight *w, const uint8_t *act, size_t act_stride,
-                   uint32_t n_tok, float *out, size_t out_stride, const float *bias,
-                   bool accumulate, uint32_t ith, uint32_t nth) {
-    uint32_t r_lo, r_hi;
-    const pl_quant_vec_dot_fn dot = w->k->vec_dot;
-    const uint8_t *wd = w->data;
-
-    split(w->n_rows, ith, nth, &r_lo, &r_hi);
-    for (uint32_t r0 = r_lo; r0 < r_hi; r0 += MM_ROW_TILE) {
-        uint32_t r1 = PL_MIN(r0 + MM_ROW_TILE, r_hi);
-        for (uint32_t t0 = 0; t0 < n_tok; t0 += MM_TOK_TILE) {
-            uint32_t t1 = PL_MIN(t0 + MM_TOK_TILE, n_tok);
-            for (uint32_t r = r0; r < r1; r++) {
-                const uint8_t *wr = wd + (size_t)r * w->row_bytes;
-                for (uint32_t t = t0; t < t1; t++) {
-                    float s = dot(w->n_cols, wr, act + (size_t)t * act_stride);
-                    if (bias)
-                        s += bias[r];
-                    float *o = out + (size_t)t * out_stride + r;
-                    *o = accumulate ? s + *o : s;
-                }
-            }
-        }
+/* The activations for w: rows [lo, hi) of src quantized to w's vec_dot_type into c->xq (or
+ * src itself when that type is F32), and repacked into tiles when w has a tiled kernel (the
+ * thread owning the last row also clears the tile's padding slots). The caller puts a
+ * barrier between this and any matmul reading other threads' rows. */
+static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *src,
+                     size_t src_stride, uint32_t n_tok, uint32_t lo, uint32_t hi,
+                     struct pl_mm_act *ret) {
+    const struct pl_mm_tile_kernel *tk = tile_kernel(w, n_tok);
+    *ret = (struct pl_mm_act){.xq = c->xq, .stride = c->xq_stride, .tk = tk,
+                              .tiles = c->tiles, .tile_bytes = c->tile_bytes, .n_tok = n_tok};
+    if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
+        ret->xq = (const uint8_t *)src;
+        ret->stride = src_stride * sizeof(float);
+        return;
     }
+    for (uint32_t t = lo; t < hi; t++) {
+        uint8_t *xq = c->xq + (size_t)t * c->xq_stride;
+        w->vk->from_f32(src + (size_t)t * src_stride, xq, w->n_cols);
+        if (tk)
+            tk->prep(xq, w->n_cols, c->tiles + (size_t)(t / PL_MM_TILE) * c->tile_bytes,
+                     t % PL_MM_TILE);
+    }
+    if (tk && hi == n_tok)
+        for (uint32_t t = n_tok; t % PL_MM_TILE; t++)
+            pl_mm_tile_clear(w->n_cols, c->tiles + (size_t)(t / PL_MM_TILE) * c->tile_bytes,
+                             t % PL_MM_TILE);
+}
+
+/* Weights a and b can share one activation preparation. */
+static bool same_act(const struct pl_weight *a, const struct pl_weight *b, uint32_t n_tok) {
+    if (a->k->vec_dot_type != b->k->vec_dot_type || a->n_cols != b->n_cols)
+        return false;
+    const struct pl_mm_tile_kernel *ta = tile_kernel(a, n_tok), *tb = tile_kernel(b, n_tok);
+    if (!ta || !tb)
+        return !ta && !tb;
+    return ta->act_type == tb->act_type && ta->layout == tb->layout;
 }
 
 /* One projection group sharing an input: weights ws[i] write outs[i] (stride = rows). The
@@ -148,16 +151,52 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
     uint32_t lo, hi;
     split(n_tok, ith, nth, &lo, &hi);
     for (uint32_t i = 0; i < n_w;) {
-        uint32_t vdt = ws[i]->k->vec_dot_type, j;
-        size_t stride;
-        if (i > 0) /* others may still read xq for the previous type */
+        uint32_t j;
+        struct pl_mm_act act;
+        if (i > 0) /* others may still read xq / the tiles of the previous group */
             pl_threadpool_barrier(c->pool);
-        const uint8_t *act = prep_act(c, ws[i], src, src_stride, lo, hi, &stride);
+        prep_act(c, ws[i], src, src_stride, n_tok, lo, hi, &act);
         pl_threadpool_barrier(c->pool);
-        for (j = i; j < n_w && ws[j]->k->vec_dot_type == vdt; j++)
-            matmul(ws[j], act, stride, n_tok, outs[j], ws[j]->n_rows, biases[j],
-                   accumulate[j], ith, nth);
+        for (j = i; j < n_w && same_act(ws[i], ws[j], n_tok); j++) {
+            uint32_t r_lo, r_hi;
+            split(ws[j]->n_rows, ith, nth, &r_lo, &r_hi);
+            pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j],
+                           r_lo, r_hi);
+        }
         i = j;
+    }
+}
+
+/* The FFN's gate and up projections and silu(gate) * up into c->hg: fused row by row when
+ * the two weights share a type (one activation preparation, no up buffer), else two
+ * products and a separate pass. Ends without a barrier. */
+static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, uint32_t n_tok,
+                        uint32_t ith, uint32_t nth) {
+    const uint32_t n_embd = c->m->hp.n_embd, n_ff = c->m->hp.n_ff;
+    uint32_t lo, hi, r_lo, r_hi;
+
+    if (l->w_gate.type == l->w_up.type) {
+        struct pl_mm_act act;
+        split(n_tok, ith, nth, &lo, &hi);
+        prep_act(c, &l->w_gate, c->xb, n_embd, n_tok, lo, hi, &act);
+        pl_threadpool_barrier(c->pool);
+        split(n_ff, ith, nth, &r_lo, &r_hi);
+        pl_matmul_swiglu_rows(&l->w_gate, &l->w_up, &act, c->hg, n_ff, r_lo, r_hi);
+        return;
+    }
+    const struct pl_weight *ws[2] = {&l->w_gate, &l->w_up};
+    float *outs[2] = {c->hg, c->hu};
+    const float *bs[2] = {NULL, NULL};
+    const bool acc[2] = {false, false};
+    matmul_group(c, ws, outs, bs, acc, 2, c->xb, n_embd, n_tok, ith, nth);
+    pl_threadpool_barrier(c->pool);
+    /* By rows of n_ff (columns of hg), so one token is shared by every thread. */
+    split(n_ff, ith, nth, &r_lo, &r_hi);
+    for (uint32_t t = 0; t < n_tok; t++) {
+        float *g = c->hg + (size_t)t * n_ff;
+        const float *u = c->hu + (size_t)t * n_ff;
+        for (uint32_t i = r_lo; i < r_hi; i++)
+            g[i] = silu(g[i]) * u[i];
     }
 }
 
@@ -299,7 +338,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
     const struct pl_model *m = c->m;
     const struct pl_model_hparams *hp = &m->hp;
     const struct pl_batch *b = c->b;
-    const uint32_t n = b->n, n_embd = hp->n_embd, n_ff = hp->n_ff;
+    const uint32_t n = b->n, n_embd = hp->n_embd;
     uint32_t lo, hi;
 
     split(n, ith, nth, &lo, &hi);
@@ -371,26 +410,14 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
         for (uint32_t t = lo; t < hi; t++)
             rmsnorm(c->xb + (size_t)t * n_embd, c->x + (size_t)t * n_embd, l->ffn_norm.data,
                     n_embd, hp->rms_eps);
-        {
-            const struct pl_weight *ws[2] = {&l->w_gate, &l->w_up};
-            float *outs[2] = {c->hg, c->hu};
-            const float *bs[2] = {NULL, NULL};
-            const bool acc[2] = {false, false};
-            matmul_group(c, ws, outs, bs, acc, 2, c->xb, n_embd, n, ith, nth);
-        }
+        ffn_gate_up(c, l, n, ith, nth);
         pl_threadpool_barrier(c->pool);
-        for (uint32_t t = lo; t < hi; t++) {
-            float *g = c->hg + (size_t)t * n_ff;
-            const float *u = c->hu + (size_t)t * n_ff;
-            for (uint32_t i = 0; i < n_ff; i++)
-                g[i] = silu(g[i]) * u[i];
-        }
         {
             const struct pl_weight *ws[1] = {&l->w_down};
             float *outs[1] = {c->x};
             const float *bs[1] = {NULL};
             const bool acc[1] = {true};
-            matmul_group(c, ws, outs, bs, acc, 1, c->hg, n_ff, n, ith, nth);
+            matmul_group(c, ws, outs, bs, acc, 1, c->hg, hp->n_ff, n, ith, nth);
         }
         pl_threadpool_barrier(c->pool);
     }
@@ -429,6 +456,7 @@ void pl_ctx_free(struct pl_ctx *c) {
     free(c->hg);
     free(c->hu);
     free(c->xq);
+    free(c->tiles);
     free(c->th_scores);
     free(c->th_rope);
     free(c->th_qh);
@@ -447,6 +475,11 @@ static void *alloc3(size_t a, size_t b, size_t sz) {
 
 static size_t max_act_row(const struct pl_weight *w, size_t cur) {
     return w->k->vec_dot_type == PL_GGML_TYPE_F32 ? cur : PL_MAX(cur, w->act_row_bytes);
+}
+
+static size_t max_tile(const struct pl_weight *w, size_t cur) {
+    return pl_mm_tile_kernel(w->type, w->n_cols) ? PL_MAX(cur, pl_mm_tile_bytes(w->n_cols))
+                                                 : cur;
 }
 
 int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx **ret) {
@@ -494,21 +527,25 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
         goto fail;
 
     /* The widest activation row any matmul input needs in its vec_dot_type. */
-    size_t act = 0;
+    size_t act = 0, tile = 0;
+    bool need_hu = false;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct pl_layer *l = &m->layers[il];
-        act = max_act_row(&l->wq, act);
-        act = max_act_row(&l->wk, act);
-        act = max_act_row(&l->wv, act);
-        act = max_act_row(&l->wo, act);
-        act = max_act_row(&l->w_gate, act);
-        act = max_act_row(&l->w_up, act);
-        act = max_act_row(&l->w_down, act);
+        const struct pl_weight *ws[7] = {&l->wq, &l->wk, &l->wv, &l->wo,
+                                         &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < PL_ARRAY_SIZE(ws); i++) {
+            act = max_act_row(ws[i], act);
+            tile = max_tile(ws[i], tile);
+        }
+        need_hu |= l->w_gate.type != l->w_up.type;
     }
     act = max_act_row(&m->output, act);
+    tile = max_tile(&m->output, tile);
     c->xq_stride = PL_ALIGN_UP(act, (size_t)64);
+    c->tile_bytes = tile;
+    c->n_chunk = PL_MIN(o.n_batch, CHUNK);
 
-    const size_t nb = o.n_batch, nt = c->n_threads;
+    const size_t nb = c->n_chunk, nt = c->n_threads;
     c->x = alloc3(nb, hp->n_embd, sizeof(float));
     c->xb = alloc3(nb, hp->n_embd, sizeof(float));
     c->q = alloc3(nb, c->q_dim, sizeof(float));
@@ -516,8 +553,13 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->v = alloc3(nb, c->kv_dim, sizeof(float));
     c->att = alloc3(nb, c->q_dim, sizeof(float));
     c->hg = alloc3(nb, hp->n_ff, sizeof(float));
-    c->hu = alloc3(nb, hp->n_ff, sizeof(float));
+    c->hu = alloc3(need_hu ? nb : 1, hp->n_ff, sizeof(float));
     c->xq = alloc3(nb, c->xq_stride, 1);
+    if (tile > 0) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, (nb + PL_MM_TILE - 1) / PL_MM_TILE * tile) == 0)
+            c->tiles = p;
+    }
     c->th_scores = alloc3(nt, o.n_ctx, sizeof(float));
     c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
     c->th_qh_stride = PL_ALIGN_UP((size_t)hp->head_dim * sizeof(float), (size_t)64);
@@ -526,7 +568,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
         !c->th_scores || !c->th_rope || !c->th_qh || !c->seq_count ||
-        !c->out_rows) {
+        !c->out_rows || (tile > 0 && !c->tiles)) {
         r = -ENOMEM;
         goto fail;
     }
@@ -542,7 +584,8 @@ fail:
 }
 
 int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
-    uint32_t need = 0, n_out = 0;
+    uint32_t need = 0;
+    bool any_out = false;
 
     if (!c || !b)
         return -EINVAL;
@@ -562,11 +605,9 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
         if (pos < 0 || (uint64_t)pos != (uint64_t)c->kv.seq_len[seq] + c->seq_count[seq])
             return -EINVAL;
         c->seq_count[seq]++;
-        bool want = b->logits ? b->logits[i] : i + 1 == b->n;
-        if (want)
-            c->out_rows[n_out++] = i;
+        any_out |= b->logits ? b->logits[i] : i + 1 == b->n;
     }
-    if (n_out > 0 && !out)
+    if (any_out && !out)
         return -EINVAL;
     /* Capacity: each sequence's context and the shared block pool. A sequence's count is
      * consumed at its first entry so each is charged once. */
@@ -592,10 +633,22 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
         c->kv.seq_len[seq] = (uint32_t)b->pos[i] + 1;
     }
 
-    c->b = b;
-    c->out = out;
-    c->n_out = n_out;
-    pl_threadpool_run(c->pool, forward_thread, c);
+    /* Run chunk by chunk; each chunk's wanted logits follow the previous chunk's. */
+    const size_t n_vocab = c->m->hp.n_vocab;
+    for (uint32_t i0 = 0; i0 < b->n; i0 += c->n_chunk) {
+        uint32_t n = PL_MIN(c->n_chunk, b->n - i0), n_out = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (b->logits ? b->logits[i0 + i] : i0 + i + 1 == b->n)
+                c->out_rows[n_out++] = i;
+        c->chunk = (struct pl_batch){.n = n, .token = b->token + i0, .pos = b->pos + i0,
+                                     .seq = b->seq + i0};
+        c->b = &c->chunk;
+        c->out = out;
+        c->n_out = n_out;
+        pl_threadpool_run(c->pool, forward_thread, c);
+        if (n_out)
+            out += n_out * n_vocab;
+    }
     c->b = NULL;
     c->out = NULL;
     return 0;

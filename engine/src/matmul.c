@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/* Matrix x matrix products for forward.c (see matmul.h): the row-range driver over either
+ * the per-row dot products of the quant dispatch table or a tiled kernel, and the choice of
+ * tiled kernels, made once from the CPU features (none with PICOLM_FORCE_SCALAR). */
+#include "matmul.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+#include "pl/engine_quant.h"
+#include "pl/engine_types.h"
+#include "pl/pl_util.h"
+
+/* Weight rows per block: a block of rows stays in L1/L2 while every token tile passes. */
+#define ROW_BLOCK 16u
+
+/* ---- Kernel choice ---- */
+
+static bool use_avx512;
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    const char *v = getenv("PICOLM_FORCE_SCALAR");
+    if (v && v[0] != '\0' && strcmp(v, "0") != 0)
+        return;
+#ifdef PL_MM_HAVE_AVX512
+    __builtin_cpu_init();
+    use_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+}
+
+const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
+    (void)pthread_once(&choose_once, choose);
+    if (n <= 0 || n % 256 != 0)
+        return NULL;
+#ifdef PL_MM_HAVE_AVX512
+    if (use_avx512)
+        return pl_mm_avx512_kernel(type);
+#endif
+    (void)type;
+    return NULL;
+}
+
+size_t pl_mm_tile_bytes(int64_t n) {
+    return (size_t)(n / 256) * PL_MM_TILE * (256u + 32u + 64u);
+}
+
+void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
+    for (int64_t s = 0; s < n / 256; s++) {
+        memset(pl_mm_tile_qs(tile, n, s, t), 0, 256);
+        memset(pl_mm_tile_da(tile, n, s, t), 0, 8 * sizeof(float));
+        for (uint32_t j = 0; j < 16; j++)
+            pl_mm_tile_fs(tile, n, s, j)[t] = 0.0f;
+    }
+}
+
+/* ---- Drivers ---- */
+
+static inline float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+
+static inline void store(float *o, float s, const float *bias, uint32_t r, bool accumulate) {
+    if (bias)
+        s += bias[r];
+    *o = accumulate ? s + *o : s;
+}
+
+void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
+                    size_t out_stride, const float *bias, bool accumulate, uint32_t r_lo,
+                    uint32_t r_hi) {
+    const uint8_t *wd = w->data;
+    const uint32_t n_tok = act->n_tok;
+
+    if (act->tk) {
+        float tmp[ROW_BLOCK * PL_MM_TILE];
+        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
+            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
+            for (uint32_t t0 = 0; t0 < n_tok; t0 += PL_MM_TILE) {
+                uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+                act->tk->rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
+                              act->tiles + (size_t)(t0 / PL_MM_TILE) * act->tile_bytes, tmp);
+                for (uint32_t t = 0; t < nt; t++)
+                    for (uint32_t r = 0; r < nr; r++)
+                        store(out + (size_t)(t0 + t) * out_stride + r0 + r,
+                              tmp[r * PL_MM_TILE + t], bias, r0 + r, accumulate);
+            }
+        }
+        return;
+    }
+
+    const pl_quant_vec_dot_fn dot = w->k->vec_dot;
+    for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
+        uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
+        for (uint32_t t = 0; t < n_tok; t++) {
+            const uint8_t *x = act->xq + (size_t)t * act->stride;
+            for (uint32_t r = r0; r < r1; r++)
+                store(out + (size_t)t * out_stride + r,
+                      dot(w->n_cols, wd + (size_t)r * w->row_bytes, x), bias, r, accumulate);
+        }
+    }
+}
+
+void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight *up,
+                           const struct pl_mm_act *act, float *out, size_t out_stride,
+                           uint32_t r_lo, uint32_t r_hi) {
+    const uint8_t *gd = gate->data, *ud = up->data;
+    const uint32_t n_tok = act->n_tok;
+    const size_t rb = gate->row_bytes;
+
+    if (act->tk) {
+        float tg[ROW_BLOCK * PL_MM_TILE], tu[ROW_BLOCK * PL_MM_TILE];
+        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
+            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
+            for (uint32_t t0 = 0; t0 < n_tok; t0 += PL_MM_TILE) {
+                uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+                const uint8_t *tile = act->tiles + (size_t)(t0 / PL_MM_TILE) * act->tile_bytes;
+                act->tk->rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tile, tg);
+                act->tk->rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tile, tu);
+                for (uint32_t t = 0; t < nt; t++)
+                    for (uint32_t r = 0; r < nr; r++)
+                        out[(size_t)(t0 + t) * out_stride + r0 + r] =
+                            silu(tg[r * PL_MM_TILE + t]) * tu[r * PL_MM_TILE + t];
+            }
+        }
+        return;
+    }
+
+    const pl_quant_vec_dot_fn dot = gate->k->vec_dot;
+    for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
+        uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
+        for (uint32_t t = 0; t < n_tok; t++) {
+            const uint8_t *x = act->xq + (size_t)t * act->stride;
+            for (uint32_t r = r0; r < r1; r++) {
+                float g = dot(gate->n_cols, gd + (size_t)r * rb, x);
+                float u = dot(up->n_cols, ud + (size_t)r * rb, x);
+                out[(size_t)t * out_stride + r] = silu(g) * u;
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* Matrix x matrix products of the forward pass (engine-private): a weight matrix times a
+ * batch of activation rows, for a range of weight rows. Decode-sized batches use the
+ * per-row dot products of the quant dispatch table; larger batches use a tiled kernel when
+ * the CPU has one for the weight type: activations are first repacked, PL_MM_TILE tokens
+ * per tile, into the lane layout the kernel wants, and each weight block is then unpacked
+ * once and multiplied with every token of the tile while it sits in registers. */
+#ifndef PL_ENGINE_MATMUL_H
+#define PL_ENGINE_MATMUL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pl_weight;
+
+#define PL_MM_TILE 16u          /* tokens per activation tile */
+#define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: per-row dot products */
+
+/* A tiled kernel for one weight type (engine/arch/<isa>/matmul_*.c). Tiles hold super-blocks
+ * of 256 elements (n % 256 == 0); the lane layout (layout: sub-blocks of 32 or 16 elements)
+ * is shared by the weight types with the same act_type and layout. */
+struct pl_mm_tile_kernel {
+    uint32_t act_type; /* enum pl_ggml_type the prep reads: the weight's vec_dot_type */
+    uint32_t layout;   /* 32 or 16: sub-block size of the lane layout */
+    /* Repack one activation row xq (act_type, n elements) into slot t of a tile. */
+    void (*prep)(const void *xq, int64_t n, uint8_t *tile, uint32_t t);
+    /* out[r * PL_MM_TILE + t] = w row r . tile slot t, for r < n_rows, every slot. */
+    void (*rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                 const uint8_t *tile, float *out);
+};
+
+/* Tile layout for rows of n_sb = n / 256 super-blocks:
+ *   qs  [n_sb][PL_MM_TILE][256] int8, in the kernel's lane order;
+ *   da  [n_sb][PL_MM_TILE][8]   float: the activation scale of each 32-element block;
+ *   fs  [n_sb][16][PL_MM_TILE]  float: scale x sum of the int8 values of each sub-block of
+ *                               `layout` elements (8 or 16 per super-block), for the
+ *                               weights' offsets and mins. */
+static inline int8_t *pl_mm_tile_qs(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
+    (void)n;
+    return (int8_t *)(tile + ((size_t)s * PL_MM_TILE + t) * 256u);
+}
+static inline float *pl_mm_tile_da(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
+    return (float *)(void *)(tile + (size_t)(n / 256) * PL_MM_TILE * 256u) +
+           ((size_t)s * PL_MM_TILE + t) * 8u;
+}
+static inline float *pl_mm_tile_fs(uint8_t *tile, int64_t n, int64_t s, uint32_t j) {
+    return (float *)(void *)(tile + (size_t)(n / 256) * PL_MM_TILE * (256u + 32u)) +
+           ((size_t)s * 16u + j) * PL_MM_TILE;
+}
+
+/* Bytes of one tile for rows of n elements (n % 256 == 0). */
+size_t pl_mm_tile_bytes(int64_t n);
+/* Zero slot t of a tile (padding past the last token). */
+void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t);
+
+/* The tiled kernel for weight type t with rows of n elements, or NULL (none for this CPU,
+ * n not a multiple of 256, or PICOLM_FORCE_SCALAR set). */
+const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n);
+
+#ifdef PL_MM_HAVE_AVX512
+/* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
+ * the CPU has AVX-512 F/BW/VL/VNNI. */
+const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
+#endif
+
+/* Activations of one matmul: n_tok rows in the weight's vec_dot_type at xq (stride bytes
+ * apart); with tk, also repacked into ceil(n_tok / PL_MM_TILE) tiles of tile_bytes. */
+struct pl_mm_act {
+    const uint8_t *xq;
+    size_t stride;
+    const struct pl_mm_tile_kernel *tk; /* NULL: per-row dot products */
+    const uint8_t *tiles;
+    size_t tile_bytes;
+    uint32_t n_tok;
+};
+
+/* out[t * out_stride + r] (+)= w[r] . act[t] (+ bias[r]) for r in [r_lo, r_hi), every t.
+ * With accumulate the product (plus bias) is added to out, as (w.x + b) + out. */
+void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
+                    size_t out_stride, const float *bias, bool accumulate, uint32_t r_lo,
+                    uint32_t r_hi);
+
+/* SwiGLU: out[t * out_stride + r] = silu(gate[r] . act[t]) * (up[r] . act[t]) for r in
+ * [r_lo, r_hi); gate and up must share type and shape. */
+void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight *up,
+                           const struct pl_mm_act *act, float *out, size_t out_stride,
+                           uint32_t r_lo, uint32_t r_hi);
+
+#endif
