@@ -63,6 +63,11 @@ int pl_policy_privdrop_plan_from_user(const char *user, struct pl_policy_privdro
             struct pl_policy_privdrop_plan p = {.uid = (uint32_t)res->pw_uid,
                                                 .gid = (uint32_t)res->pw_gid};
             (void)snprintf(p.user, sizeof(p.user), "%s", user);
+            /* Warm the group database too: NSS loads its modules (dlopen, which maps code
+             * PROT_EXEC) on first use, which the broker filter would kill. After this, name
+             * lookups of a policy reload only read files. The result does not matter. */
+            struct group gr, *gres = NULL;
+            (void)getgrgid_r((gid_t)p.gid, &gr, buf, len, &gres);
             *ret = p;
             r = 0;
         } else if (e == 0 || e == ENOENT || e == ESRCH || e == EBADF || e == EPERM) {

@@ -21,8 +21,10 @@ struct pl_policy_privdrop_plan {
     uint32_t gid;
 };
 
-/* Resolve user (a name, or a decimal uid) to its uid and primary gid. Returns 0 and *ret,
- * -ENOENT (no such user), -EINVAL (bad name), -ENOMEM or -errno. */
+/* Resolve user (a name, or a decimal uid) to its uid and primary gid. Call it before the
+ * drop: it also makes NSS load its user and group modules, which it could not do under the
+ * broker filter (no executable mappings), so that a policy reload can still resolve names.
+ * Returns 0 and *ret, -ENOENT (no such user), -EINVAL (bad name), -ENOMEM or -errno. */
 int pl_policy_privdrop_plan_from_user(const char *user, struct pl_policy_privdrop_plan *ret);
 
 /* Drop to plan (see the top of this file) and, if filter is not NULL, load it (borrowed; the

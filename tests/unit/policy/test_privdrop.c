@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "child.h"
+#include "pl/policy_file.h"
 #include "pl/policy_privdrop.h"
 #include "pl/policy_seccomp.h"
 
@@ -121,6 +122,16 @@ static int drop_child(void) {
     unsigned uid;
     if (read_status("/proc/self/status", &eff, &prm, &bnd, &nnp, &sc, &uid) || bnd != 0)
         return 50; /* started as root: the bounding set is empty too */
+    /* A policy reload under the filter: read the file, resolve names. */
+    struct pl_policy *pol = NULL;
+    if (pl_policy_new_from_file(PL_SOURCE_DIR "/packaging/policy.conf.example", &pol, NULL) != 0)
+        return 55;
+    const char *text = "[rule a]\nmatch = user:root | group:nogroup\naccess = allow\n";
+    struct pl_policy *pol2 = NULL;
+    if (pl_policy_new_from_text(text, strlen(text), "t", &pol2, NULL) != 0)
+        return 56;
+    pl_policy_unref(pol);
+    pl_policy_unref(pol2);
     return 0;
 }
 
