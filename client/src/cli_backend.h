@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What the picolm CLI needs from whoever runs the model: a small table of operations.
- * cli_local.c implements it in-process over engine/ (`--model FILE`); a daemon client can
- * implement the same table over libpicolm later, and picolm_cli.c will not change. */
+ * cli_local.c implements it in-process over engine/ (`--model FILE`); cli_daemon.c implements
+ * it over libpicolm, served by picolmd (the default, `--socket PATH`). */
 #ifndef PL_CLIENT_CLI_BACKEND_H
 #define PL_CLIENT_CLI_BACKEND_H
 
@@ -36,6 +36,10 @@ struct pl_cli_model_info {
     bool adds_bos;
     size_t n_types;
     struct pl_cli_tensor_type types[PL_CLI_MAX_TYPES];
+    bool from_daemon;           /* described by picolmd: path is the socket; only name, arch,
+                                   tokenizer, n_vocab, n_ctx_train (the daemon's context),
+                                   n_embd, n_layer, n_head(_kv), head_dim, n_params, file_size,
+                                   bos and eos are known */
 };
 
 enum pl_cli_stop {
@@ -59,7 +63,9 @@ struct pl_cli_gen_stats {
 };
 
 /* Called once per generated token with its exact bytes (borrowed until the call returns).
- * Return 0 to go on, a negative value to stop generation (it is returned). */
+ * The daemon backend passes a chunk's bytes with its first token and empty pieces with the
+ * others, and id -1 for bytes that belong to no token of their own (e.g. text held back for
+ * a stop string). Return 0 to go on, a negative value to stop generation (it is returned). */
 typedef int (*pl_cli_token_fn)(void *ud, int32_t id, const char *piece, size_t piece_len);
 /* Called once per evaluated position with its n_vocab logits, in position order. */
 typedef int (*pl_cli_logits_fn)(void *ud, const float *logits, uint32_t n_vocab);
@@ -95,5 +101,12 @@ struct pl_cli_local_opts {
 /* Load model_path in-process. Errors: as pl_model_load(), message in err. */
 int pl_cli_local_open(const char *model_path, const struct pl_cli_local_opts *opts,
                       struct pl_cli_backend **ret, char *err, size_t err_len);
+
+/* Connect to picolmd at socket_path (NULL: $PICOLM_SOCKET, else the default socket) through
+ * libpicolm (cli_daemon.c). eval is refused (-EINVAL): the protocol carries no logits.
+ * Errors, with a message in err: -ECONNREFUSED (no broker listens there), -PL_ERR_DENIED,
+ * -PL_ERR_EXHAUSTED, -PL_ERR_VERSION, -PL_ERR_GONE, -PL_ERR_PROTOCOL, -ENOMEM, -ECOMM. */
+int pl_cli_daemon_open(const char *socket_path, struct pl_cli_backend **ret, char *err,
+                       size_t err_len);
 
 #endif

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* picolm: the user CLI. Subcommands generate / tokenize / eval / info, run in-process with
- * `--model FILE` through the backend table of cli_backend.h (a daemon backend can be added
- * beside cli_local.c without touching this file's subcommands).
- * Exit status: 0 success, 1 a runtime failure (I/O, memory, forward pass), 2 a usage error:
- * bad or missing arguments, or a model file that is missing, unreadable or malformed. Every
- * error is one line on stderr starting with "picolm: ". */
+/* picolm: the user CLI. Subcommands generate / tokenize / eval / info / chat, served by
+ * picolmd through libpicolm (the default; `--socket PATH`, else $PICOLM_SOCKET, else
+ * /run/picolm/picolm.sock) or run in-process with `--model FILE`, through the backend table
+ * of cli_backend.h (cli_daemon.c, cli_local.c).
+ * Exit status: 0 success, 1 a runtime failure (I/O, memory, forward pass, an error reported by
+ * the broker), 2 a usage error: bad or missing arguments, or a model file that is missing,
+ * unreadable or malformed, 3 the broker is unreachable. Every error is one line on stderr
+ * starting with "picolm: ". */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -20,6 +22,7 @@
 #include "cli_args.h"
 #include "cli_backend.h"
 #include "cli_json.h"
+#include "picolm.h"
 #include "pl/engine_model.h"
 #include "pl/engine_sampler.h"
 #include "pl/pl_err.h"
@@ -27,8 +30,10 @@
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
+#define EXIT_UNREACHABLE 3
 
 #define PL_CLI_VERSION "0.1.0"
+#define PL_CLI_DEFAULT_SOCKET PICOLM_DEFAULT_SOCKET
 
 /* stdout buffer: output is flushed per token anyway, the buffer batches the rest. */
 #define STDOUT_BUF_BYTES (64u << 10)
@@ -52,6 +57,7 @@ static void die_line(const char *fmt, ...) {
 
 struct common_opts {
     const char *model;
+    const char *socket;
     int64_t threads;
     int64_t ctx;
     const char *kv_type;
@@ -60,7 +66,9 @@ struct common_opts {
 
 #define COMMON_OPTS(c)                                                                           \
     {"model", 'm', PL_CLI_OPT_STR, &(c)->model, 0, 0, false, false, "FILE",                     \
-     "GGUF model to run in-process (required)", false},                                          \
+     "GGUF model to run in-process (default: ask the daemon)", false},                           \
+    {"socket", 0, PL_CLI_OPT_STR, &(c)->socket, 0, 0, false, false, "PATH",                      \
+     "picolmd socket (default: $PICOLM_SOCKET, else " PL_CLI_DEFAULT_SOCKET ")", false},         \
     {"threads", 't', PL_CLI_OPT_I64, &(c)->threads, 0, 512, false, false, "N",                   \
      "worker threads (0: one per CPU)", false},                                                  \
     {"ctx", 'c', PL_CLI_OPT_I64, &(c)->ctx, 1, 1048576, false, false, "N",                      \
@@ -70,6 +78,8 @@ struct common_opts {
     {"verbose", 'v', PL_CLI_OPT_FLAG, &(c)->verbose, 0, 0, false, false, NULL,                   \
      "print the seed, token counts and timings on stderr", false}
 
+/* Open the daemon backend (default) or the in-process one (--model). Returns 0, or the exit
+ * status after printing the error: EXIT_USAGE, EXIT_UNREACHABLE or EXIT_RUNTIME. */
 static int open_backend(const struct common_opts *c, struct pl_cli_backend **ret) {
     struct pl_cli_local_opts lo = {
         .n_threads = (uint32_t)c->threads,
@@ -77,9 +87,26 @@ static int open_backend(const struct common_opts *c, struct pl_cli_backend **ret
         .kv_type = PL_KV_F16,
     };
     char err[512] = "";
+    if (c->model && c->socket) {
+        die_line("--model and --socket exclude each other (in-process or through the daemon)");
+        return EXIT_USAGE;
+    }
     if (!c->model) {
-        die_line("--model: missing (the model file to run)");
-        return -EINVAL;
+        if (c->threads || c->ctx || c->kv_type) {
+            die_line("--threads, --ctx and --kv-type apply to --model only (the daemon has its "
+                     "own settings)");
+            return EXIT_USAGE;
+        }
+        int r = pl_cli_daemon_open(c->socket, ret, err, sizeof(err));
+        if (r == -ECONNREFUSED) {
+            die_line("broker unreachable: %s (start picolmd, or use --model FILE)", err);
+            return EXIT_UNREACHABLE;
+        }
+        if (r < 0) {
+            die_line("broker: %s", err[0] ? err : pl_strerror(r));
+            return EXIT_RUNTIME;
+        }
+        return 0;
     }
     if (c->kv_type) {
         if (strcmp(c->kv_type, "f16") == 0) {
@@ -88,13 +115,13 @@ static int open_backend(const struct common_opts *c, struct pl_cli_backend **ret
             lo.kv_type = PL_KV_F32;
         } else {
             die_line("--kv-type: expected 'f16' or 'f32', got '%.64s'", c->kv_type);
-            return -EINVAL;
+            return EXIT_USAGE;
         }
     }
     int r = pl_cli_local_open(c->model, &lo, ret, err, sizeof(err));
     if (r < 0) {
         die_line("--model: cannot load '%.512s': %s", c->model, err[0] ? err : pl_strerror(r));
-        return r;
+        return EXIT_USAGE;
     }
     return 0;
 }
@@ -165,7 +192,8 @@ static int on_token(void *ud, int32_t id, const char *piece, size_t len) {
         if (grow((void **)&s->tokens, &s->cap_tokens, s->n_tokens + 1, sizeof(int32_t)) < 0 ||
             grow((void **)&s->text, &s->cap_text, s->len_text + len, 1) < 0)
             return -ENOMEM;
-        s->tokens[s->n_tokens++] = id;
+        if (id >= 0) /* -1: bytes without a token of their own (daemon) */
+            s->tokens[s->n_tokens++] = id;
         memcpy(s->text + s->len_text, piece, len);
         s->len_text += len;
         return 0;
@@ -239,7 +267,8 @@ static int cmd_generate(int argc, char **argv) {
          "print one JSON object {\"prompt_tokens\",\"tokens\",\"text\"} at the end", false},
     };
     bool done;
-    int rc = parse_or_help("generate", "--model FILE [-p TEXT | --tokens IDS] [options]",
+    int rc = parse_or_help("generate",
+                           "[--socket PATH | --model FILE] [-p TEXT | --tokens IDS] [options]",
                            "Generate text, streamed to stdout as it is produced. With --json the "
                            "text is JSON-escaped;\ninvalid UTF-8 becomes U+FFFD there (the "
                            "token ids give the exact bytes).",
@@ -273,9 +302,9 @@ static int cmd_generate(int argc, char **argv) {
     struct pl_cli_backend *b = NULL;
     struct gen_sink sink = {.json = json, .out = stdout};
     struct pl_cli_gen_stats st = {0};
-    rc = EXIT_USAGE;
-    if (open_backend(&c, &b) < 0)
+    if ((rc = open_backend(&c, &b)) != 0)
         goto out;
+    rc = EXIT_USAGE;
     if (tokens_arg) {
         uint32_t n_vocab = b->ops->n_vocab(b);
         for (size_t i = 0; i < n_ids; i++) {
@@ -409,7 +438,7 @@ static int cmd_tokenize(int argc, char **argv) {
          "do not add the special tokens (BOS/EOS) the vocabulary asks for", false},
     };
     bool done;
-    int rc = parse_or_help("tokenize", "--model FILE [--no-bos] [-p TEXT]",
+    int rc = parse_or_help("tokenize", "[--socket PATH | --model FILE] [--no-bos] [-p TEXT]",
                            "Print the token ids of the text, space-separated, on one line. "
                            "Special-token text\nsuch as \"<s>\" is not parsed.",
                            opts, PL_ARRAY_SIZE(opts), argc, argv, &done);
@@ -421,9 +450,9 @@ static int cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     int32_t *ids = NULL;
     size_t n = 0;
-    rc = EXIT_USAGE;
-    if (open_backend(&c, &b) < 0)
+    if ((rc = open_backend(&c, &b)) != 0)
         goto out;
+    rc = EXIT_USAGE;
     if (prompt) {
         len = strlen(prompt);
     } else {
@@ -484,6 +513,10 @@ static int cmd_eval(int argc, char **argv) {
                            opts, PL_ARRAY_SIZE(opts), argc, argv, &done);
     if (rc || done)
         return rc;
+    if (!c.model) {
+        die_line("eval: runs in-process only (the daemon returns no logits): give --model FILE");
+        return EXIT_USAGE;
+    }
     if (!tokens_arg) {
         die_line("eval: --tokens: missing (the token ids to evaluate)");
         return EXIT_USAGE;
@@ -503,9 +536,9 @@ static int cmd_eval(int argc, char **argv) {
     struct pl_cli_backend *b = NULL;
     FILE *f = NULL;
     bool to_stdout = strcmp(out_path, "-") == 0;
-    rc = EXIT_USAGE;
-    if (open_backend(&c, &b) < 0)
+    if ((rc = open_backend(&c, &b)) != 0)
         goto out;
+    rc = EXIT_USAGE;
     uint32_t n_vocab = b->ops->n_vocab(b);
     for (size_t i = 0; i < n; i++) {
         if ((uint32_t)ids[i] >= n_vocab) {
@@ -546,6 +579,44 @@ out:
 }
 
 /* ---- info ---- */
+
+/* What picolmd says about its model (fewer facts than the file gives in-process). */
+static void info_text_daemon(const struct pl_cli_model_info *m) {
+    (void)printf("socket:          %s\n", m->path);
+    if (m->name[0])
+        (void)printf("name:            %s\n", m->name);
+    (void)printf("architecture:    %s\n", m->arch);
+    (void)printf("parameters:      %" PRIu64 " (%.2f M), file %" PRIu64 " bytes\n", m->n_params,
+                 (double)m->n_params / 1e6, m->file_size);
+    (void)printf("n_vocab:         %u\n", m->n_vocab);
+    (void)printf("n_ctx:           %u (per request, as the daemon serves it)\n", m->n_ctx_train);
+    (void)printf("n_embd:          %u\n", m->n_embd);
+    (void)printf("n_layer:         %u\n", m->n_layer);
+    (void)printf("n_head:          %u (kv %u, head_dim %u)\n", m->n_head, m->n_head_kv,
+                 m->head_dim);
+    (void)printf("tokenizer:       %s, %u tokens, BOS %" PRId32 ", EOS %" PRId32 "\n",
+                 m->tokenizer_kind, m->n_vocab, m->bos, m->eos);
+}
+
+static void info_json_daemon(const struct pl_cli_model_info *m) {
+    FILE *f = stdout;
+    (void)fputs("{\"daemon\":true,\"socket\":", f);
+    pl_cli_json_write_str(f, m->path, strlen(m->path));
+    (void)fputs(",\"name\":", f);
+    pl_cli_json_write_str(f, m->name, strlen(m->name));
+    (void)fputs(",\"architecture\":", f);
+    pl_cli_json_write_str(f, m->arch, strlen(m->arch));
+    (void)fprintf(f,
+                  ",\"file_size\":%" PRIu64 ",\"n_params\":%" PRIu64
+                  ",\"hparams\":{\"n_vocab\":%u,\"n_ctx\":%u,\"n_embd\":%u,\"n_layer\":%u,"
+                  "\"n_head\":%u,\"n_head_kv\":%u,\"head_dim\":%u}",
+                  m->file_size, m->n_params, m->n_vocab, m->n_ctx_train, m->n_embd, m->n_layer,
+                  m->n_head, m->n_head_kv, m->head_dim);
+    (void)fputs(",\"tokenizer\":{\"kind\":", f);
+    pl_cli_json_write_str(f, m->tokenizer_kind, strlen(m->tokenizer_kind));
+    (void)fprintf(f, ",\"n_vocab\":%u,\"bos\":%" PRId32 ",\"eos\":%" PRId32 "}}\n", m->n_vocab,
+                  m->bos, m->eos);
+}
 
 static void info_text(const struct pl_cli_model_info *m) {
     (void)printf("file:            %s\n", m->path);
@@ -621,17 +692,17 @@ static int cmd_info(int argc, char **argv) {
          false},
     };
     bool done;
-    int rc = parse_or_help("info", "--model FILE [--json]",
+    int rc = parse_or_help("info", "[--socket PATH | --model FILE] [--json]",
                            "Describe the model: architecture, hyperparameters, tensor types, "
-                           "tokenizer.",
+                           "tokenizer\n(through the daemon: what it reports about its model).",
                            opts, PL_ARRAY_SIZE(opts), argc, argv, &done);
     if (rc || done)
         return rc;
     struct pl_cli_backend *b = NULL;
     struct pl_cli_model_info *m = NULL;
-    rc = EXIT_USAGE;
-    if (open_backend(&c, &b) < 0)
+    if ((rc = open_backend(&c, &b)) != 0)
         goto out;
+    rc = EXIT_USAGE;
     m = malloc(sizeof(*m));
     if (!m) {
         die_line("info: %s", strerror(ENOMEM));
@@ -643,7 +714,11 @@ static int cmd_info(int argc, char **argv) {
         rc = fail_op(b, "info", r);
         goto out;
     }
-    if (json)
+    if (m->from_daemon && json)
+        info_json_daemon(m);
+    else if (m->from_daemon)
+        info_text_daemon(m);
+    else if (json)
         info_json(m);
     else
         info_text(m);
@@ -660,27 +735,224 @@ out:
     return rc;
 }
 
+/* ---- chat ---- */
+
+/* The conversation so far, as one growing text: plain concatenation of the user's lines and
+ * the answers (chat templates come later). */
+struct chat_sink {
+    char *hist;
+    size_t len, cap;
+    bool write_failed;
+};
+
+static int hist_append(struct chat_sink *s, const char *p, size_t n) {
+    if (grow((void **)&s->hist, &s->cap, s->len + n + 1, 1) < 0)
+        return -ENOMEM;
+    memcpy(s->hist + s->len, p, n);
+    s->len += n;
+    s->hist[s->len] = '\0';
+    return 0;
+}
+
+static int on_chat_token(void *ud, int32_t id, const char *piece, size_t len) {
+    struct chat_sink *s = ud;
+    (void)id;
+    if (len && fwrite(piece, 1, len, stdout) != len) {
+        s->write_failed = true;
+        return -EIO;
+    }
+    if (fflush(stdout) != 0) {
+        s->write_failed = true;
+        return -EIO;
+    }
+    return hist_append(s, piece, len);
+}
+
+/* Tokenize the conversation; while it leaves less than reserve tokens of the context, forget
+ * its oldest line. Returns 0 with new ids, -E2BIG when even the last line does not fit. */
+static int chat_tokens(struct pl_cli_backend *b, struct chat_sink *s, size_t n_ctx,
+                       size_t reserve, int32_t **ret_ids, size_t *ret_n) {
+    for (;;) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int r = b->ops->tokenize(b, s->hist, s->len, true, &ids, &n);
+        if (r < 0)
+            return r;
+        if (n + reserve <= n_ctx) {
+            *ret_ids = ids;
+            *ret_n = n;
+            return 0;
+        }
+        free(ids);
+        char *nl = memchr(s->hist, '\n', s->len);
+        if (!nl)
+            return -E2BIG;
+        size_t drop = (size_t)(nl - s->hist) + 1;
+        memmove(s->hist, s->hist + drop, s->len - drop + 1);
+        s->len -= drop;
+    }
+}
+
+static int cmd_chat(int argc, char **argv) {
+    struct common_opts c = {0};
+    struct pl_sampler_params sp;
+    pl_sampler_params_default(&sp);
+    int64_t n_predict = 256, top_k = sp.top_k;
+    uint64_t seed = 0;
+    struct pl_cli_opt opts[] = {
+        COMMON_OPTS(&c),
+        {"n-predict", 'n', PL_CLI_OPT_I64, &n_predict, -1, INT32_MAX, false, false, "N",
+         "tokens per answer at most (default 256; -1: until end of generation)", false},
+        {"temp", 0, PL_CLI_OPT_FLOAT, &sp.temp, 0, INFINITY, false, false, "T",
+         "temperature, 0 = greedy (default 0.8)", false},
+        {"top-k", 0, PL_CLI_OPT_I64, &top_k, 0, INT32_MAX, false, false, "K",
+         "keep the K most likely tokens, 0 = off (default 40)", false},
+        {"top-p", 0, PL_CLI_OPT_FLOAT, &sp.top_p, 0, 1, true, false, "P",
+         "nucleus sampling, 1 = off (default 0.95)", false},
+        {"min-p", 0, PL_CLI_OPT_FLOAT, &sp.min_p, 0, 1, false, false, "P",
+         "drop tokens below P times the top probability, 0 = off (default 0.05)", false},
+        {"repeat-penalty", 0, PL_CLI_OPT_FLOAT, &sp.repeat_penalty, 0, INFINITY, true, false,
+         "X", "penalise repeated tokens, 1 = off (default 1)", false},
+        {"seed", 's', PL_CLI_OPT_U64, &seed, 0, 0, false, false, "S",
+         "random seed (default: from the clock)", false},
+    };
+    bool done;
+    int rc = parse_or_help("chat", "[--socket PATH | --model FILE] [options]",
+                           "Read lines from stdin; answer each one, streamed to stdout and "
+                           "ended by a newline.\nThe conversation is the plain concatenation "
+                           "of lines and answers; when it outgrows\nthe context, its oldest "
+                           "lines are forgotten. End with EOF (Ctrl-D).",
+                           opts, PL_ARRAY_SIZE(opts), argc, argv, &done);
+    if (rc || done)
+        return rc;
+    sp.top_k = (int32_t)top_k;
+    bool seed_given = false;
+    for (size_t i = 0; i < PL_ARRAY_SIZE(opts); i++)
+        if (opts[i].dst == &seed)
+            seed_given = opts[i].seen;
+    sp.seed = seed_given ? seed : clock_seed();
+    if (pl_sampler_params_check(&sp) < 0) {
+        die_line("chat: invalid sampling parameters");
+        return EXIT_USAGE;
+    }
+
+    struct pl_cli_backend *b = NULL;
+    struct pl_cli_model_info *mi = NULL;
+    struct chat_sink sink = {0};
+    char *line = NULL;
+    size_t line_cap = 0;
+    int32_t *ids = NULL;
+    if ((rc = open_backend(&c, &b)) != 0)
+        goto out;
+    rc = EXIT_RUNTIME;
+    mi = malloc(sizeof(*mi));
+    if (!mi) {
+        die_line("chat: %s", strerror(ENOMEM));
+        goto out;
+    }
+    int r = b->ops->info(b, mi);
+    if (r < 0) {
+        rc = fail_op(b, "chat", r);
+        goto out;
+    }
+    /* With the in-process backend the context is what the engine will use. */
+    size_t n_ctx = c.ctx ? (size_t)c.ctx : (mi->n_ctx_train < 4096 ? mi->n_ctx_train : 4096);
+    size_t reserve = n_predict > 0 ? (size_t)n_predict + 1 : 129;
+    if (reserve >= n_ctx) {
+        die_line("chat: -n %" PRId64 " leaves no room for the conversation in a context of %zu "
+                 "tokens", n_predict, n_ctx);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    bool tty = isatty(STDIN_FILENO);
+    struct pl_cli_gen_opts go = {.n_predict = n_predict, .sampler = sp};
+    for (;;) {
+        if (tty) {
+            (void)fputs("> ", stderr);
+            (void)fflush(stderr);
+        }
+        ssize_t n = getline(&line, &line_cap, stdin);
+        if (n < 0)
+            break;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        if ((sink.len && hist_append(&sink, "\n", 1) < 0) ||
+            hist_append(&sink, line, (size_t)n) < 0) {
+            die_line("chat: %s", strerror(ENOMEM));
+            goto out;
+        }
+        size_t n_ids = 0;
+        r = chat_tokens(b, &sink, n_ctx, reserve, &ids, &n_ids);
+        if (r == -E2BIG) {
+            die_line("chat: the line does not fit the context (%zu tokens)", n_ctx);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (r < 0) {
+            rc = fail_op(b, "chat", r);
+            goto out;
+        }
+        struct pl_cli_gen_stats st;
+        r = b->ops->generate(b, ids, n_ids, &go, on_chat_token, &sink, &st);
+        free(ids);
+        ids = NULL;
+        if (sink.write_failed || r == -EIO) {
+            die_line("chat: cannot write to stdout: %s", strerror(errno));
+            goto out;
+        }
+        if (r < 0) {
+            rc = fail_op(b, "chat", r);
+            goto out;
+        }
+        (void)fputc('\n', stdout);
+        if (!write_ok(stdout)) {
+            die_line("chat: cannot write to stdout: %s", strerror(errno));
+            goto out;
+        }
+    }
+    if (ferror(stdin)) {
+        die_line("chat: cannot read stdin: %s", strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(ids);
+    free(line);
+    free(sink.hist);
+    free(mi);
+    if (b)
+        b->ops->close(b);
+    return rc;
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f) {
     (void)fprintf(f,
-                  "usage: picolm COMMAND --model FILE [options]\n"
+                  "usage: picolm COMMAND [--socket PATH | --model FILE] [options]\n"
                   "\n"
                   "commands:\n"
                   "  generate   generate text from a prompt (streamed to stdout)\n"
+                  "  chat       answer each line read from stdin, keeping the conversation\n"
                   "  tokenize   print the token ids of a text\n"
-                  "  eval       write the logits of a token sequence to a file\n"
-                  "  info       describe a model file\n"
+                  "  eval       write the logits of a token sequence to a file (--model only)\n"
+                  "  info       describe the model\n"
                   "\n"
+                  "Through picolmd by default (--socket PATH, else $PICOLM_SOCKET, else\n"
+                  PL_CLI_DEFAULT_SOCKET "); --model FILE runs the model in-process instead.\n"
                   "'picolm COMMAND --help' lists a command's options. Exit status: 0 success,\n"
-                  "1 runtime failure, 2 bad arguments or model file.\n");
+                  "1 runtime or broker failure, 2 bad arguments or model file, 3 broker\n"
+                  "unreachable.\n");
 }
 
 int main(int argc, char **argv) {
     static char outbuf[STDOUT_BUF_BYTES];
     (void)setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
     if (argc < 2) {
-        die_line("missing command: generate, tokenize, eval or info (see 'picolm --help')");
+        die_line("missing command: generate, chat, tokenize, eval or info (see 'picolm "
+                 "--help')");
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -699,6 +971,8 @@ int main(int argc, char **argv) {
         rc = cmd_eval(argc - 2, argv + 2);
     } else if (strcmp(cmd, "info") == 0) {
         rc = cmd_info(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "chat") == 0) {
+        rc = cmd_chat(argc - 2, argv + 2);
     } else {
         die_line("unknown command '%.64s' (see 'picolm --help')", cmd);
         return EXIT_USAGE;

@@ -318,7 +318,8 @@ static void test_bad_arguments_exit_2_with_one_line(void **state) {
         {"picolm", "generate", "--model", model, "--tokens", "1,x", NULL},
         {"picolm", "generate", "--model", model, "--tokens", "1,99999", NULL},
         {"picolm", "generate", "--model", model, "-p", "a", "--tokens", "1", NULL},
-        {"picolm", "generate", "-p", "hello", NULL},
+        /* Without --model the CLI asks the daemon: giving both is the usage error. */
+        {"picolm", "generate", "--socket", "/nonexistent.sock", "--model", model, NULL},
         {"picolm", "generate", "--model", "/nonexistent/model.gguf", NULL},
         {"picolm", "generate", "--model", bad_model, NULL},
         {"picolm", "generate", "--model", "/", NULL},
