@@ -4,6 +4,7 @@
  * cancellation, tokenizer calls, broker errors, malformed records, timeouts and broker death. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +22,56 @@
 #include "picolm.h"
 #include "pl/ipc_abi.h"
 #include "pl/picolm.pb-c.h"
+
+/* ---- Allocation counting ----
+ * Without sanitizers (which bring their own malloc), this binary interposes the allocator so a
+ * test can count the allocations libpicolm.so makes on the token path. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COUNT_ALLOCS 0
+#else
+#define COUNT_ALLOCS 1
+/* Exported, so that the definitions interpose on libc's for libpicolm.so too. */
+#define PL_TEST_EXPORT __attribute__((visibility("default")))
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+extern void __libc_free(void *p);
+static _Atomic int g_counting;
+static _Atomic long g_allocs;
+
+static void count(void) {
+    if (atomic_load_explicit(&g_counting, memory_order_relaxed))
+        atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed);
+}
+PL_TEST_EXPORT void *malloc(size_t n) {
+    count();
+    return __libc_malloc(n);
+}
+PL_TEST_EXPORT void *calloc(size_t n, size_t m) {
+    count();
+    return __libc_calloc(n, m);
+}
+PL_TEST_EXPORT void *realloc(void *p, size_t n) {
+    count();
+    return __libc_realloc(p, n);
+}
+PL_TEST_EXPORT void *aligned_alloc(size_t align, size_t n) {
+    count();
+    return __libc_memalign(align, n);
+}
+PL_TEST_EXPORT int posix_memalign(void **ret, size_t align, size_t n) {
+    count();
+    void *p = __libc_memalign(align, n);
+    if (!p)
+        return ENOMEM;
+    *ret = p;
+    return 0;
+}
+PL_TEST_EXPORT void free(void *p) {
+    __libc_free(p);
+}
+#endif
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -650,6 +701,36 @@ static void test_broker_death_is_noticed_within_100ms(void **state) {
     fx_stop(f);
 }
 
+static void test_streaming_allocates_nothing_per_token(void **state) {
+    (void)state;
+    if (!COUNT_ALLOCS)
+        skip();
+#if COUNT_ALLOCS
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "infinite stream of tokens");
+    picolm_stream *s;
+    assert_int_equal(picolm_stream_start(f->c, &p, &s), PICOLM_OK);
+    struct picolm_chunk ch;
+    for (int i = 0; i < 64; i++) /* warm-up: queue and arena reach their size */
+        assert_int_equal(picolm_stream_next(s, &ch), 1);
+    atomic_store(&g_allocs, 0);
+    atomic_store(&g_counting, 1);
+    size_t bytes = 0;
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(picolm_stream_next(s, &ch), 1);
+        bytes += ch.text_len;
+    }
+    atomic_store(&g_counting, 0);
+    assert_int_equal(bytes, 2000);
+    long n = atomic_load(&g_allocs);
+    if (n)
+        fail_msg("%ld allocations while streaming 2000 tokens", n);
+    assert_int_equal(picolm_stream_end(s, NULL), PICOLM_E_CANCELLED);
+    fx_stop(f);
+#endif
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -667,6 +748,7 @@ int main(void) {
         cmocka_unit_test(test_callback_can_stop_generation),
         cmocka_unit_test(test_cancel_from_another_thread),
         cmocka_unit_test(test_stream_end_cancels_a_running_stream),
+        cmocka_unit_test(test_streaming_allocates_nothing_per_token),
         cmocka_unit_test(test_tokenize_and_detokenize),
         cmocka_unit_test(test_model_info),
         cmocka_unit_test(test_garbage_record_is_a_protocol_error),
