@@ -191,8 +191,9 @@ struct picolm_result {
     char reason[128];          /* broker's detail, NUL-terminated, may be "" */
 };
 
-/* A batch of generated tokens. All pointers are borrowed: valid until the next call on the
- * client (or the callback's return). */
+/* A batch of generated tokens. All pointers are borrowed: valid until the callback returns
+ * or the next call on the client, whichever comes first (a callback that calls into the same
+ * client must copy what it still needs first). */
 struct picolm_chunk {
     uint64_t request_id;
     const int32_t *ids;      /* n_ids token ids */
