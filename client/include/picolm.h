@@ -93,6 +93,8 @@ typedef struct picolm_stream picolm_stream;
  *   PICOLM_E_EXHAUSTED    the broker has no free session
  *   PICOLM_E_VERSION      the broker speaks another major version
  *   PICOLM_E_BROKER_GONE  the broker hung up during the handshake
+ *   PICOLM_E_TIMEOUT      the broker accepted but did not answer within 5 seconds
+ *   PICOLM_E_INTERNAL     the broker failed to set the session up
  *   PICOLM_E_PROTOCOL     a malformed welcome or shared region
  *   PICOLM_E_NOMEM, PICOLM_E_SYSTEM
  * There is no handle to ask picolm_last_error() about on failure: pass err/err_len to
