@@ -180,15 +180,18 @@ struct daemon {
     char sock[128];
 };
 
+/* Start picolmd with one engine sequence per client and a context just large enough for the
+ * benchmark's requests (so the KV pool stays small on large models). */
 static int daemon_start(struct daemon *d, const char *picolmd, const char *model,
-                        uint32_t max_clients) {
+                        uint32_t max_clients, uint32_t n_ctx) {
     (void)snprintf(d->dir, sizeof(d->dir), "/tmp/picolm-bench-XXXXXX");
     if (!mkdtemp(d->dir))
         return -errno;
     (void)snprintf(d->sock, sizeof(d->sock), "%s/picolm.sock", d->dir);
-    char sessions[16], active[16];
+    char sessions[16], active[16], ctx[16];
     (void)snprintf(sessions, sizeof(sessions), "%u", max_clients + 4);
     (void)snprintf(active, sizeof(active), "%u", max_clients);
+    (void)snprintf(ctx, sizeof(ctx), "%u", n_ctx);
     fflush(NULL);
     d->pid = fork();
     if (d->pid < 0)
@@ -199,7 +202,7 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
             (void)dup2(devnull, STDERR_FILENO);
         char *argv[] = {(char *)picolmd, "--model", (char *)model, "--socket-dir", d->dir,
                         "--foreground", "--max-sessions", sessions, "--max-active", active,
-                        NULL};
+                        "--ctx", ctx, NULL};
         execv(picolmd, argv);
         _exit(127);
     }
@@ -446,6 +449,22 @@ static int one_token_latency(const char *sock, const char *prompt, uint64_t *ret
     return PICOLM_OK;
 }
 
+/* ---- Output ---- */
+
+/* s as a JSON string (quotes, backslashes and control bytes escaped). */
+static void print_json_str(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
 /* ---- Command line ---- */
 
 static void usage(FILE *f) {
@@ -572,7 +591,7 @@ int bench_serve_main(int argc, char **argv) {
     }
     struct daemon d = {0};
     int rcode = 1;
-    if (daemon_start(&d, picolmd, model, max_clients) < 0)
+    if (daemon_start(&d, picolmd, model, max_clients, ip.n_prompt + n_tokens + 16) < 0)
         goto out;
     rc.sock = d.sock;
 
@@ -588,10 +607,12 @@ int bench_serve_main(int argc, char **argv) {
         goto out;
 
     if (json) {
-        printf("{\"model\":\"%s\",\"tokens\":%u,\"prompt_tokens\":%u,"
+        printf("{\"model\":");
+        print_json_str(model);
+        printf(",\"tokens\":%u,\"prompt_tokens\":%u,"
                "\"inproc_decode_tok_s\":%.2f,\"inproc_one_token_ns\":%" PRIu64
                ",\"daemon_one_token_ns\":%" PRIu64 ",\"rounds\":[",
-               model, n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one_ns);
+               n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one_ns);
         for (size_t i = 0; i < n_counts; i++) {
             const struct round *r = &rounds[i];
             printf("%s{\"clients\":%u,\"failed\":%u,\"aggregate_tok_s\":%.2f,"
