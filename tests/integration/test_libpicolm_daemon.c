@@ -156,10 +156,12 @@ struct collect {
     size_t n_ids;
     char text[4096];
     size_t text_len;
+    size_t n_chunks;
 };
 
 static int collect_cb(void *user, const struct picolm_chunk *ch) {
     struct collect *c = user;
+    c->n_chunks++;
     for (size_t i = 0; i < ch->n_ids && c->n_ids < 256; i++)
         c->ids[c->n_ids++] = ch->ids[i];
     if (ch->text_len <= sizeof(c->text) - c->text_len) {
@@ -272,6 +274,42 @@ static void test_two_streams_at_once_match_reference(void **state) {
     assert_matches_reference(pb, cb.ids, cb.n_ids);
 }
 
+static void test_no_stream_and_stop_strings(void **state) {
+    struct fx *f = *state;
+    const struct fidelity_prompt *p = &g_ref.prompts[0];
+    struct picolm_generate_params gp;
+    greedy_params(&gp, p);
+    gp.flags |= PICOLM_GEN_NO_STREAM;
+    struct collect col = {0};
+    struct picolm_result res = {.size = sizeof(res)};
+    int r = picolm_generate(f->c, &gp, collect_cb, &col, &res);
+    if (r != PICOLM_OK)
+        fail_msg("generate: %s: %s", picolm_strerror(r), picolm_last_error(f->c));
+    assert_matches_reference(p, col.ids, col.n_ids);
+    assert_int_equal(col.n_chunks, 1); /* the whole text at the end */
+
+    /* Stop at a piece of the reference continuation: the text ends before it. */
+    struct picolm_generate_params sp;
+    picolm_generate_params_init(&sp);
+    sp.prompt = "Once upon a time";
+    sp.max_tokens = 64;
+    sp.sampling.temperature = 0;
+    struct collect full = {0};
+    assert_int_equal(picolm_generate(f->c, &sp, collect_cb, &full, NULL), PICOLM_OK);
+    assert_true(full.text_len > 12);
+    char stop[8];
+    memcpy(stop, full.text + full.text_len / 2, 5);
+    stop[5] = '\0';
+    const char *stops[1] = {stop};
+    sp.stop = stops;
+    sp.n_stop = 1;
+    struct collect cut = {0};
+    assert_int_equal(picolm_generate(f->c, &sp, collect_cb, &cut, &res), PICOLM_OK);
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_STOP);
+    assert_true(cut.text_len < full.text_len);
+    assert_memory_equal(cut.text, full.text, cut.text_len);
+}
+
 static void test_cancel_ends_a_stream(void **state) {
     struct fx *f = *state;
     struct picolm_generate_params gp;
@@ -373,6 +411,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_generate_greedy_matches_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_streams_at_once_match_reference, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_no_stream_and_stop_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_ends_a_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_request_fails_only_that_request, setup,
                                         teardown),
