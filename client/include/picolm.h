@@ -27,7 +27,8 @@
  * Threads. A client handle and everything derived from it (streams) must be used by one
  * thread at a time; different handles are independent. The one exception is picolm_cancel(),
  * which may be called from any thread at any time (also from inside a callback) while the
- * handle is open.
+ * handle is open. After fork(), only the parent may use handles opened before it (the child
+ * shares their rings; it should connect anew).
  *
  * Structs with a `size` first field grow over time: the caller sets size to
  * sizeof(the struct as it knows it); the library reads (input) or writes (output) only that
