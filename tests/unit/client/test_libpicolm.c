@@ -731,6 +731,80 @@ static void test_streaming_allocates_nothing_per_token(void **state) {
 #endif
 }
 
+/* The broker writes three chunks and dies: what it wrote is still delivered, then the death. */
+static void die_after_chunks(struct fb *b, void *arg) {
+    (void)arg;
+    uint32_t type, len;
+    if (fb_recv(b, &type, &len, 5000) != 1 || type != 1)
+        _exit(40);
+    Picolm__V1__Generate *g = picolm__v1__generate__unpack(NULL, len, b->buf);
+    if (!g)
+        _exit(41);
+    for (int i = 0; i < 3; i++) {
+        int32_t id = 'a' + i;
+        uint8_t ch = (uint8_t)id;
+        Picolm__V1__TokenChunk c;
+        picolm__v1__token_chunk__init(&c);
+        c.request_id = g->request_id;
+        c.n_ids = 1;
+        c.ids = &id;
+        c.text.data = &ch;
+        c.text.len = 1;
+        fb_send(b, 101, &c.base);
+    }
+    _exit(0);
+}
+
+static void test_records_written_before_death_are_delivered(void **state) {
+    (void)state;
+    struct fx *f = fx_start(die_after_chunks, NULL);
+    struct picolm_generate_params p;
+    params_prompt(&p, "x");
+    struct collect col = {0};
+    int r = picolm_generate(f->c, &p, on_chunk, &col, NULL);
+    assert_int_equal(r, PICOLM_E_BROKER_GONE);
+    assert_int_equal(col.n_chunks, 3);
+    assert_memory_equal(col.text, "abc", 3);
+    fx_stop(f);
+}
+
+/* A broker that starts reading late, then serves normally: the submission ring fills up. */
+static void slow_start(struct fb *b, void *arg) {
+    usleep(300000);
+    fb_scenario_echo(b, arg);
+}
+
+static void test_full_submission_ring_waits_and_drains_completions(void **state) {
+    (void)state;
+    enum { N = 1500 };
+    struct fx *f = fx_start(slow_start, NULL);
+    static picolm_stream *s[N];
+    struct picolm_generate_params p;
+    /* ~64-byte records: N of them are more than the 64 KiB ring holds. */
+    params_prompt(&p, "0123456789012345678901234567890123456789");
+    alarm(60); /* a deadlock is a failure, not a hang */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(picolm_stream_start(f->c, &p, &s[i]), PICOLM_OK);
+    size_t ok = 0, refused = 0;
+    struct picolm_chunk ch;
+    for (int i = 0; i < N; i++) {
+        int r;
+        while ((r = picolm_stream_next(s[i], &ch)) == 1)
+            ;
+        if (r == 0)
+            ok++;
+        else if (r == PICOLM_E_INVALID) /* the toy broker runs 16 generations at most */
+            refused++;
+        else
+            fail_msg("stream %d: %s: %s", i, picolm_strerror(r), picolm_last_error(f->c));
+        (void)picolm_stream_end(s[i], NULL);
+    }
+    alarm(0);
+    assert_int_equal(ok + refused, N);
+    assert_true(ok >= 16);
+    fx_stop(f);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -757,6 +831,8 @@ int main(void) {
         cmocka_unit_test(test_session_error_ends_the_connection),
         cmocka_unit_test(test_silent_broker_times_out),
         cmocka_unit_test(test_broker_death_is_noticed_within_100ms),
+        cmocka_unit_test(test_records_written_before_death_are_delivered),
+        cmocka_unit_test(test_full_submission_ring_waits_and_drains_completions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
