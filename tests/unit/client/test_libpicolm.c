@@ -21,6 +21,7 @@
 #include "fake_broker.h"
 #include "picolm.h"
 #include "pl/ipc_abi.h"
+#include "pl/ipc_doorbell.h"
 #include "pl/picolm.pb-c.h"
 
 /* ---- Allocation counting ----
@@ -557,6 +558,7 @@ enum bad_kind {
     BAD_SESSION_ERROR,  /* Error about the whole session */
     BAD_SILENCE,        /* never answers */
     BAD_TRUNCATED,      /* a valid chunk cut short */
+    BAD_RING,           /* a completion ring index that cannot be */
 };
 
 static void bad_scenario(struct fb *b, void *arg) {
@@ -623,6 +625,12 @@ static void bad_scenario(struct fb *b, void *arg) {
     }
     case BAD_SILENCE:
         break;
+    case BAD_RING:
+        /* Claim more published bytes than the ring holds, then wake the client. */
+        atomic_store_explicit(&b->cq.ctrl->prod, 3u * (uint32_t)b->reg.cq.data_bytes + 8,
+                              memory_order_release);
+        (void)pl_ipc_doorbell_ring(b->client_fd);
+        break;
     }
 }
 
@@ -650,9 +658,10 @@ static void test_garbage_record_is_a_protocol_error(void **state) {
     run_bad(BAD_TRUNCATED, PICOLM_E_PROTOCOL);
 }
 
-static void test_unknown_record_type_is_a_protocol_error(void **state) {
+static void test_unknown_record_type_or_broken_ring_is_a_protocol_error(void **state) {
     (void)state;
     run_bad(BAD_TYPE, PICOLM_E_PROTOCOL);
+    run_bad(BAD_RING, PICOLM_E_PROTOCOL);
 }
 
 static void test_inconsistent_responses_are_protocol_errors(void **state) {
@@ -826,7 +835,7 @@ int main(void) {
         cmocka_unit_test(test_tokenize_and_detokenize),
         cmocka_unit_test(test_model_info),
         cmocka_unit_test(test_garbage_record_is_a_protocol_error),
-        cmocka_unit_test(test_unknown_record_type_is_a_protocol_error),
+        cmocka_unit_test(test_unknown_record_type_or_broken_ring_is_a_protocol_error),
         cmocka_unit_test(test_inconsistent_responses_are_protocol_errors),
         cmocka_unit_test(test_session_error_ends_the_connection),
         cmocka_unit_test(test_silent_broker_times_out),
