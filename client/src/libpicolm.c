@@ -90,7 +90,9 @@ struct picolm_stream {
 struct picolm_client {
     struct pl_client_conn conn;
     struct pl_client_arena arena;
-    _Atomic uint64_t last_id;   /* the last request id issued (ids start at 1) */
+    _Atomic uint64_t last_id;   /* the last request id issued (ids start at 1); atomic only
+                                   because picolm_cancel() may read it from another thread:
+                                   relaxed everywhere, it publishes no other data */
     struct req **inflight;      /* [cap_inflight], n_inflight used */
     size_t n_inflight;
     size_t cap_inflight;
