@@ -69,7 +69,9 @@ root=$work/root
 mkdir -p "$root/etc"
 : >"$root/etc/passwd"
 : >"$root/etc/group"
-if command -v systemd-sysusers >/dev/null; then
+if [ "$(id -u)" != 0 ]; then
+    echo "note: not root; sysusers.d and tmpfiles.d are not applied to the scratch root"
+elif command -v systemd-sysusers >/dev/null; then
     if systemd-sysusers --root="$root" "$work/dest/usr/lib/sysusers.d/picolm.conf" >"$work/sysusers.log" 2>&1 &&
         grep -q '^picolm:' "$root/etc/passwd" && grep -q '^picolm-admin:' "$root/etc/group"; then
         ok "sysusers.d creates user picolm and group picolm-admin"
@@ -83,7 +85,7 @@ if command -v systemd-sysusers >/dev/null; then
 else
     echo "note: systemd-sysusers missing; sysusers.d not applied"
 fi
-if command -v systemd-tmpfiles >/dev/null; then
+if [ "$(id -u)" = 0 ] && command -v systemd-tmpfiles >/dev/null; then
     if systemd-tmpfiles --root="$root" --create "$work/dest/usr/lib/tmpfiles.d/picolm.conf" \
         >"$work/tmpfiles.log" 2>&1 && [ -d "$root/run/picolm" ] && [ -d "$root/var/lib/picolm/models" ]; then
         ok "tmpfiles.d creates /run/picolm and /var/lib/picolm/models"
