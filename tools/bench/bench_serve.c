@@ -30,6 +30,7 @@
 #include "pl/pl_err.h"
 
 #define MAX_CLIENT_COUNTS 16
+#define MAX_DAEMON_ARGS 16
 #define MAX_CLIENTS 256
 #define ONE_TOKEN_REPS 20
 #define DAEMON_START_TIMEOUT_MS 120000
@@ -64,15 +65,16 @@ struct inproc {
     uint32_t n_gen;
 };
 
-static int inproc_run(const char *model_path, const char *prompt, uint32_t n_tokens,
-                      struct inproc *ret) {
+static int inproc_run(const char *model_path, uint32_t n_threads, const char *prompt,
+                      uint32_t n_tokens, struct inproc *ret) {
     char err[256] = "";
     struct pl_model *m = NULL;
     struct pl_ctx *ctx = NULL;
     struct pl_sampler *smp = NULL;
     int32_t *toks = NULL;
     float *logits = NULL;
-    int r = pl_model_load(model_path, NULL, &m, err, sizeof(err));
+    struct pl_model_opts mo = {.n_threads = n_threads};
+    int r = pl_model_load(model_path, &mo, &m, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "picolm-bench serve: cannot load %s: %s (%s)\n", model_path,
                 pl_strerror(r), err);
@@ -183,7 +185,7 @@ struct daemon {
 /* Start picolmd with one engine sequence per client and a context just large enough for the
  * benchmark's requests (so the KV pool stays small on large models). */
 static int daemon_start(struct daemon *d, const char *picolmd, const char *model,
-                        uint32_t max_clients, uint32_t n_ctx) {
+                        uint32_t max_clients, uint32_t n_ctx, char **extra, size_t n_extra) {
     (void)snprintf(d->dir, sizeof(d->dir), "/tmp/picolm-bench-XXXXXX");
     if (!mkdtemp(d->dir))
         return -errno;
@@ -200,9 +202,11 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
         int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (devnull >= 0 && !getenv("PICOLM_BENCH_DAEMON_LOG"))
             (void)dup2(devnull, STDERR_FILENO);
-        char *argv[] = {(char *)picolmd, "--model", (char *)model, "--socket-dir", d->dir,
-                        "--foreground", "--max-sessions", sessions, "--max-active", active,
-                        "--ctx", ctx, NULL};
+        char *argv[14 + MAX_DAEMON_ARGS] = {
+            (char *)picolmd, "--model", (char *)model, "--socket-dir", d->dir, "--foreground",
+            "--max-sessions", sessions, "--max-active", active, "--ctx", ctx};
+        for (size_t i = 0; i < n_extra; i++)
+            argv[12 + i] = extra[i];
         execv(picolmd, argv);
         _exit(127);
     }
@@ -469,13 +473,17 @@ static void print_json_str(const char *s) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N]\n"
-            "                          [--prompt TEXT] [--picolmd PATH] [--json]\n"
+            "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N] [--threads N]\n"
+            "                          [--prompt TEXT] [--picolmd PATH] [--daemon-arg ARG]...\n"
+            "                          [--json]\n"
             "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
             "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
             "  --tokens N      tokens each client generates (default 64)\n"
             "  --prompt TEXT   prompt of every request (default: a short story opening)\n"
+            "  --threads N     in-process baseline threads (default: 1 per CPU; match the\n"
+            "                  daemon's, e.g. --threads 1 with --daemon-arg --cpus --daemon-arg 0)\n"
             "  --picolmd PATH  broker binary (default: picolmd beside this program)\n"
+            "  --daemon-arg A  pass A on to picolmd (repeat: --daemon-arg --cpus --daemon-arg 0)\n"
             "  --json          one JSON object on stdout instead of text\n");
 }
 
@@ -531,8 +539,10 @@ int bench_serve_main(int argc, char **argv) {
     default_picolmd(picolmd, sizeof(picolmd));
     uint32_t counts[MAX_CLIENT_COUNTS] = {1, 2, 4, 8, 16};
     size_t n_counts = 5;
-    uint32_t n_tokens = 64;
+    uint32_t n_tokens = 64, n_threads = 0;
     bool json = false;
+    char *daemon_args[MAX_DAEMON_ARGS];
+    size_t n_daemon_args = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -551,8 +561,12 @@ int bench_serve_main(int argc, char **argv) {
             prompt = v;
         else if (!bad && !strcmp(a, "--picolmd"))
             (void)snprintf(picolmd, sizeof(picolmd), "%s", v);
+        else if (!bad && !strcmp(a, "--daemon-arg") && n_daemon_args < MAX_DAEMON_ARGS)
+            daemon_args[n_daemon_args++] = argv[i + 1];
         else if (!bad && !strcmp(a, "--clients"))
             bad = parse_list(v, counts, &n_counts) < 0;
+        else if (!bad && !strcmp(a, "--threads"))
+            bad = parse_u32(v, 0, 512, &n_threads) < 0;
         else if (!bad && !strcmp(a, "--tokens"))
             bad = parse_u32(v, 2, 1u << 16, &n_tokens) < 0;
         else
@@ -578,7 +592,7 @@ int bench_serve_main(int argc, char **argv) {
 
     /* The baseline first, alone on the machine, then the model is freed again. */
     struct inproc ip = {0};
-    if (inproc_run(model, prompt, n_tokens, &ip) < 0)
+    if (inproc_run(model, n_threads, prompt, n_tokens, &ip) < 0)
         return 1;
 
     struct run_ctx rc = {.prompt = prompt, .n_tokens = n_tokens};
@@ -591,7 +605,8 @@ int bench_serve_main(int argc, char **argv) {
     }
     struct daemon d = {0};
     int rcode = 1;
-    if (daemon_start(&d, picolmd, model, max_clients, ip.n_prompt + n_tokens + 16) < 0)
+    if (daemon_start(&d, picolmd, model, max_clients, ip.n_prompt + n_tokens + 16, daemon_args,
+                     n_daemon_args) < 0)
         goto out;
     rc.sock = d.sock;
 
