@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant_blocks.h"
@@ -57,6 +58,20 @@ static inline uint32_t load_u32(const uint8_t *p) {
 /* Per-half shift counts for the variable 16-bit shifts: c0 in words 0..15, c1 in 16..31. */
 static inline __m512i counts2(int c0, int c1) {
     return _mm512_inserti64x4(_mm512_set1_epi16((short)c0), _mm256_set1_epi16((short)c1), 1);
+}
+
+/* Software prefetch of the weight stream: decode reads every weight once, and a kernel
+ * that spends a few cycles per cache line does not keep enough misses in flight on its own
+ * for the hardware prefetchers to reach the bus limit. PF_DIST bytes ahead covers the
+ * latency of ~1.5 KB at 15-20 GB/s per core; prefetches past the end of the row (or
+ * buffer) are harmless hints: they never fault. `lines` 64-byte lines from p + PF_DIST. */
+#ifndef PF_DIST
+#define PF_DIST 1536
+#endif
+static inline void pf(const void *p, int lines) {
+#pragma GCC unroll 8
+    for (int l = 0; l < lines; l++)
+        _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_T0);
 }
 
 /* ---- F32, F16, BF16 ---- */
@@ -138,6 +153,108 @@ static float vec_dot_bf16(int64_t n, const void *restrict w, const void *restric
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
+/* ---- Block scales of 8 consecutive 32-element blocks at once ----
+ * The per-block path (two scalar fp16 conversions, a product and a broadcast per block)
+ * saturates the shuffle port; instead the fp16 scales of 8 blocks are picked out of the
+ * raw block bytes by VPERMT2W, converted together, and each block's product is spread by
+ * one VPERMPS. Blocks of 34 bytes (Q8_0) need 4 x 64 bytes (<= 8 * 34), blocks of 18
+ * bytes (Q4_0) 2 x 64 bytes (<= 8 * 18): the loads stay inside the 8 blocks. */
+static const int16_t d8_idx34_lo[32] __attribute__((aligned(64))) = {0, 17, 34, 51};
+static const int16_t d8_idx34_hi[32] __attribute__((aligned(64))) = {0, 0, 0, 0, 4, 21, 38, 55};
+static const int16_t d8_idx18[32] __attribute__((aligned(64))) = {0, 9, 18, 27, 36, 45, 54, 63};
+
+/* The leading fp16 of each of the 8 34-byte blocks at p, as floats. */
+static inline __m256 d8_stride34(const void *p) {
+    const uint8_t *c = p;
+    __m512i t = _mm512_permutex2var_epi16(load512(c), _mm512_load_si512(d8_idx34_lo),
+                                          load512(c + 64));
+    __m512i u = _mm512_permutex2var_epi16(load512(c + 128), _mm512_load_si512(d8_idx34_hi),
+                                          load512(c + 192));
+    return _mm256_cvtph_ps(
+        _mm_mask_blend_epi16(0xF0, _mm512_castsi512_si128(t), _mm512_castsi512_si128(u)));
+}
+
+/* The same for 8 18-byte blocks. */
+static inline __m256 d8_stride18(const void *p) {
+    const uint8_t *c = p;
+    __m512i t = _mm512_permutex2var_epi16(load512(c), _mm512_load_si512(d8_idx18),
+                                          load512(c + 64));
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(t));
+}
+
+/* Lane k of s in every lane. */
+static inline __m256 lane8(__m256 s, int k) {
+    return _mm256_permutexvar_ps(_mm256_set1_epi32(k), s);
+}
+
+/* w . y over one 32-byte block, w and y signed: (w + 128) . y - 128 . y (exact). */
+static inline __m256i dot32_s8s8(__m256i w, __m256i y) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(w, bias), y);
+    return _mm256_sub_epi32(p, _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, y));
+}
+
+/* The 32 quants of a Q4_0 block in element order, from one broadcast 16-byte load: low
+ * nibbles in the lower half, high nibbles (masked shift) in the upper. */
+static inline __m256i q4_0_quants(const uint8_t *qs) {
+    __m256i q = _mm256_broadcastsi128_si256(load128(qs));
+    q = _mm256_mask_srli_epi16(q, (__mmask16)0xFF00, q, 4);
+    return _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+}
+
+/* Q4_0 and Q8_0 over groups of 8 blocks (256-bit, one block per register, two float
+ * accumulators); returns the sum and leaves *ret_i at the first block not done. */
+static inline float q8_0_groups(const struct pl_block_q8_0 *a, const struct pl_block_q8_0 *b,
+                                int64_t nb, int64_t *ret_i) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        pf(&a[i], 5);
+        __m256 s = _mm256_mul_ps(d8_stride34(&a[i]), d8_stride34(&b[i]));
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2) {
+            __m256i p0 = dot32_s8s8(load256(a[i + k].qs), load256(b[i + k].qs));
+            __m256i p1 = dot32_s8s8(load256(a[i + k + 1].qs), load256(b[i + k + 1].qs));
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), lane8(s, k), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), lane8(s, k + 1), acc1);
+        }
+    }
+    *ret_i = i;
+    __m256 acc = _mm256_add_ps(acc0, acc1);
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
+static inline float q4_0_groups(const struct pl_block_q4_0 *a, const struct pl_block_q8_0 *b,
+                                int64_t nb, int64_t *ret_i) {
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        pf(&a[i], 3);
+        __m256 s = _mm256_mul_ps(d8_stride18(&a[i]), d8_stride34(&b[i]));
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2) {
+            __m256i y0 = load256(b[i + k].qs), y1 = load256(b[i + k + 1].qs);
+            /* (u - 8) . y = u . y - 8 . y, both exact in int32 */
+            __m256i p0 = _mm256_sub_epi32(
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_0_quants(a[i + k].qs), y0),
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, y0));
+            __m256i p1 = _mm256_sub_epi32(
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_0_quants(a[i + k + 1].qs), y1),
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, y1));
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), lane8(s, k), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), lane8(s, k + 1), acc1);
+        }
+    }
+    *ret_i = i;
+    __m256 acc = _mm256_add_ps(acc0, acc1);
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: two 32-element blocks per register ---- */
 
 /* The quants of blocks a and b (16 bytes each, nibble-packed) in element order:
@@ -167,6 +284,7 @@ static float vec_dot_q4_0(int64_t n, const void *restrict w, const void *restric
     __m512 acc = _mm512_setzero_ps();
     int64_t nb = n / PL_QK8_0, i = 0;
     assert(n % PL_QK8_0 == 0);
+    float head = q4_0_groups(a, b, nb, &i);
     for (; i + 2 <= nb; i += 2) {
         __m512i u = nibbles2(a[i].qs, a[i + 1].qs);
         __m512i y = load2x256(b[i].qs, b[i + 1].qs);
@@ -175,7 +293,7 @@ static float vec_dot_q4_0(int64_t n, const void *restrict w, const void *restric
         p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
         acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d), acc);
     }
-    float sum = _mm512_reduce_add_ps(acc);
+    float sum = head + _mm512_reduce_add_ps(acc);
     if (i < nb) { /* odd block: the second half reads block i again, scaled by 0 */
         __m512i u = nibbles2(a[i].qs, a[i].qs);
         __m512i y = load2x256(b[i].qs, b[i].qs);
@@ -196,6 +314,7 @@ static float vec_dot_q4_1(int64_t n, const void *restrict w, const void *restric
     assert(n % PL_QK8_1 == 0);
     for (int64_t i = 0; i < nb; i += 2) {
         int64_t j = i + 1 < nb ? i + 1 : i; /* odd count: reread block i, scale 0 */
+        pf(&a[i], 1);
         float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles2(a[i].qs, a[j].qs),
                                         load2x256(b[i].qs, b[j].qs));
@@ -217,6 +336,7 @@ static float vec_dot_q5_0(int64_t n, const void *restrict w, const void *restric
     for (int64_t i = 0; i < nb; i += 2) {
         int64_t j = i + 1 < nb ? i + 1 : i;
         float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
+        pf(&a[i], 1);
         __m512i u = _mm512_or_si512(nibbles2(a[i].qs, a[j].qs), bit4_2(a[i].qh, a[j].qh));
         __m512i y = load2x256(b[i].qs, b[j].qs);
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
@@ -236,6 +356,7 @@ static float vec_dot_q5_1(int64_t n, const void *restrict w, const void *restric
     for (int64_t i = 0; i < nb; i += 2) {
         int64_t j = i + 1 < nb ? i + 1 : i;
         float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
+        pf(&a[i], 1);
         __m512i u = _mm512_or_si512(nibbles2(a[i].qs, a[j].qs), bit4_2(a[i].qh, a[j].qh));
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, load2x256(b[i].qs, b[j].qs));
         acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
@@ -260,6 +381,7 @@ static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restric
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t nb = n / PL_QK8_0, i = 0;
     assert(n % PL_QK8_0 == 0);
+    float head = q8_0_groups(a, b, nb, &i);
     for (; i + 4 <= nb; i += 4) {
         __m512i p0 = dot_s8s8(load2x256(a[i].qs, a[i + 1].qs), load2x256(b[i].qs, b[i + 1].qs));
         __m512i p1 =
@@ -274,7 +396,7 @@ static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restric
         __m512i p = dot_s8s8(load2x256(a[i].qs, a[j].qs), load2x256(b[i].qs, b[j].qs));
         acc0 = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc0);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return head + _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 /* ---- K-quants: 64 elements per register ---- */
@@ -284,19 +406,26 @@ static inline __m512i dot_scaled(__m512i acc, __m512i u, __m512i y, __m512i sc) 
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, y), sc);
 }
 
-/* Scale vectors are built from constant index tables once per call. */
+/* Word w of chunk k's scale vector, for 16-element sub-blocks (Q2_K/Q3_K/Q6_K: a
+ * 64-element chunk spans 4 of them): scale 4k + w / 8. A constant table: building it per
+ * call costs more than a short row's work. */
+#define W8(j) j, j, j, j, j, j, j, j
+static const int16_t perm_span8[4][32] __attribute__((aligned(64))) = {
+    {W8(0), W8(1), W8(2), W8(3)},
+    {W8(4), W8(5), W8(6), W8(7)},
+    {W8(8), W8(9), W8(10), W8(11)},
+    {W8(12), W8(13), W8(14), W8(15)},
+};
+
 struct perm16 {
     __m512i idx[4];
 };
 
-static inline struct perm16 perm16_make(int span) {
+/* span 8: perm_span8; span 16 (Q4_K/Q5_K sub-blocks of 32): q4k_perm below. */
+static inline struct perm16 perm16_load(const int16_t (*t)[32]) {
     struct perm16 p;
-    for (int k = 0; k < 4; k++) {
-        short idx[32];
-        for (int w = 0; w < 32; w++)
-            idx[w] = (short)((64 / (2 * span)) * k + w / span);
-        p.idx[k] = _mm512_loadu_si512(idx);
-    }
+    for (int k = 0; k < 4; k++)
+        p.idx[k] = _mm512_load_si512(t[k]);
     return p;
 }
 
@@ -340,16 +469,22 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
     __m128 macc = _mm_setzero_ps();
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 3);
         __m256i sm = q4k_scales16(a[i].scales);
         __m512i sc16 = _mm512_castsi256_si512(sm);
         /* mins times the 32-element activation sums: bsums pairs by hadd */
         __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));
         __m128i pm = _mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1));
-        __m512i acc = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) {
-            __m512i sc = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);
-            acc = dot_scaled(acc, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g), sc);
+        /* two independent chains: the groups' multiply-adds overlap */
+        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g += 2) {
+            __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);
+            __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g + 1]), sc16);
+            acc0 = dot_scaled(acc0, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g), sc0);
+            acc1 = dot_scaled(acc1, q4k_group(a[i].qs + 32 * g + 32), load512(b[i].qs + 64 * g + 64),
+                              sc1);
         }
+        __m512i acc = _mm512_add_epi32(acc0, acc1);
         /* [d, dmin] of the block times the activation scale */
         __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
                                _mm_set1_ps(b[i].d));
@@ -362,16 +497,120 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
     return _mm512_reduce_add_ps(facc) - _mm_cvtss_f32(macc);
 }
 
+/* ---- Q4_K with GFNI and VBMI (Ice Lake, Sapphire Rapids, Zen 4) ----
+ * The AVX-512 F/BW kernel above is bound by port 5 (shuffles) on Intel cores: ~22 p5 uops
+ * per 144-byte block. Here the nibbles come out of one GF2P8AFFINEQB per 64 quants (a
+ * per-qword bit matrix: low nibbles in the lower half, high nibbles in the upper), the
+ * 6-bit scales are unpacked from broadcast loads without any shuffle, and each group's
+ * int16 scale vector is one zero-masked VPERMB of the unpacked bytes. */
+
+#define TARGET_GV __attribute__((target("gfni,avx512vbmi")))
+
+/* Bytes 0..15 of the result: [sc0-3, m0-3, sc4-7, m4-7] (see pl_q4k_scale_min), from
+ * w0 w1 (one 64-bit broadcast) and w2 (one 32-bit broadcast) of the 12 packed bytes:
+ * sc0-3 = w0 & 63, m0-3 = w1 & 63, sc4-7 = (w2 & 15) | (w0 >> 6) << 4,
+ * m4-7 = (w2 >> 4 & 15) | (w1 >> 6) << 4. */
+static inline TARGET_GV __m128i q4k_scales_bytes(const uint8_t *s) {
+    uint64_t w01;
+    memcpy(&w01, s, sizeof(w01));
+    __m128i x = _mm_set1_epi64x((long long)w01);     /* w0 w1 w0 w1 */
+    __m128i z = _mm_set1_epi32((int)load_u32(s + 8)); /* w2 w2 w2 w2 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(x, _mm_setr_epi32(0, 0, 2, 2)),
+                               _mm_setr_epi32(0x3F3F3F3F, 0x3F3F3F3F, 0x30303030, 0x30303030));
+    __m128i hi = _mm_and_si128(_mm_srlv_epi32(z, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0, 0, 0x0F0F0F0F, 0x0F0F0F0F));
+    return _mm_or_si128(lo, hi);
+}
+
+/* Byte position of scale j and min j in q4k_scales_bytes()'s result. */
+#define Q4K_SC_POS(j) ((j) < 4 ? (j) : 8 + (j) - 4)
+#define Q4K_M_POS(j) ((j) < 4 ? 4 + (j) : 12 + (j) - 4)
+
+/* VPERMB indices (constant tables: building them per call would cost more than a short
+ * row): group g's int16 scale vector (words 0..15: scale 2g, 16..31: scale 2g+1; the odd
+ * bytes are zeroed by the mask), and the 8 mins each twice as int16 (16 words). */
+#define SC16(j) Q4K_SC_POS(j), Q4K_SC_POS(j), Q4K_SC_POS(j), Q4K_SC_POS(j)
+#define SC64(j, k) SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), \
+                   SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k)
+static const uint8_t q4k_gv_sc_idx[4][64] __attribute__((aligned(64))) = {
+    {SC64(0, 1)}, {SC64(2, 3)}, {SC64(4, 5)}, {SC64(6, 7)}};
+#define M4(j) Q4K_M_POS(j), Q4K_M_POS(j), Q4K_M_POS(j), Q4K_M_POS(j)
+static const uint8_t q4k_gv_m_idx[32] __attribute__((aligned(32))) = {
+    M4(0), M4(1), M4(2), M4(3), M4(4), M4(5), M4(6), M4(7)};
+
+/* GF(2) affine matrices (row for result bit i in byte 7 - i): identity on the low
+ * nibble, and high nibble moved down; applied per qword. */
+#define GF_LO_NIBBLE 0x0102040800000000ll
+#define GF_HI_NIBBLE 0x1020408000000000ll
+
+static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
+                                       const void *restrict x) {
+    const struct pl_block_q4_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);
+    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);
+    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);
+    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);
+    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);
+    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
+                                           _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
+    const __mmask64 even = 0x5555555555555555ull;
+    __m512 facc = _mm512_setzero_ps();
+    __m256 macc = _mm256_setzero_ps();
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 3);
+        __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));
+        const uint8_t *q = a[i].qs;
+        const int8_t *y = b[i].qs;
+        /* two independent chains of multiply-adds */
+        __m512i acc0 = _mm512_dpwssd_epi32(
+            _mm512_setzero_si512(),
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0), load512(y)),
+            _mm512_maskz_permutexvar_epi8(even, sci0, v));
+        __m512i acc1 = _mm512_dpwssd_epi32(
+            _mm512_setzero_si512(),
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0),
+                                 load512(y + 64)),
+            _mm512_maskz_permutexvar_epi8(even, sci1, v));
+        acc0 = _mm512_dpwssd_epi32(
+            acc0,
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0),
+                                 load512(y + 128)),
+            _mm512_maskz_permutexvar_epi8(even, sci2, v));
+        acc1 = _mm512_dpwssd_epi32(
+            acc1,
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0),
+                                 load512(y + 192)),
+            _mm512_maskz_permutexvar_epi8(even, sci3, v));
+        /* mins times the 16-element activation sums (each min covers two) */
+        __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi, _mm512_castsi512_si256(v));
+        __m256i pm = _mm256_madd_epi16(load256(b[i].bsums), m16);
+        /* [d, dmin] of the block times the activation scale */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
+                               _mm_set1_ps(b[i].d));
+        facc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd),
+                               _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1)), facc);
+        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(pm),
+                               macc);
+    }
+    __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1));
+    m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
+    return _mm512_reduce_add_ps(facc) - _mm_cvtss_f32(m4);
+}
+
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q5_K *a = w;
     const struct pl_block_q8_K *b = x;
     const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     const __m512i shift = counts2(0, 4);
-    const struct perm16 P = perm16_make(16);
+    const struct perm16 P = perm16_load(q4k_perm);
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         const uint8_t *s = a[i].scales;
+        pf(&a[i], 3);
         uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
         const uint32_t m6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
         uint32_t sc_hi = (w2 & k4) | (((w0 >> 6) & k2) << 4);
@@ -412,15 +651,17 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i m3f = _mm512_set1_epi8(0x3F), qh_shift = counts2(0, 2);
     /* 64 elements = 4 sub-blocks of 16: span 8 */
-    const struct perm16 P = perm16_make(8);
+    const struct perm16 P = perm16_load(perm_span8);
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 4);
         __m256i sc16y = _mm256_cvtepi8_epi16(load128(a[i].scales));
         __m512i sc16 = _mm512_castsi256_si512(sc16y);
         /* q in 0..63, value q - 32: the -32 goes through bsums */
         __m512i acc = _mm512_zextsi256_si512(
             _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 5)));
+        __m512i acc1 = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             __m512i ql = load512(a[i].ql + 64 * h);
             /* [qh, qh >> 2]: bits 0-1 feed s = 0, 1; bits 4-5 feed s = 2, 3 */
@@ -431,9 +672,10 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
             u_b = _mm512_and_si512(u_b, m3f); /* (C ? A : B) & 0x3F */
             acc = dot_scaled(acc, u_a, load512(b[i].qs + 128 * h),
                              _mm512_permutexvar_epi16(P.idx[2 * h], sc16));
-            acc = dot_scaled(acc, u_b, load512(b[i].qs + 128 * h + 64),
-                             _mm512_permutexvar_epi16(P.idx[2 * h + 1], sc16));
+            acc1 = dot_scaled(acc1, u_b, load512(b[i].qs + 128 * h + 64),
+                              _mm512_permutexvar_epi16(P.idx[2 * h + 1], sc16));
         }
+        acc = _mm512_add_epi32(acc, acc1);
         sum += (h2f(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(acc);
     }
     return sum;
@@ -443,10 +685,11 @@ static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restric
     const struct pl_block_q2_K *a = w;
     const struct pl_block_q8_K *b = x;
     const __m512i m3 = _mm512_set1_epi8(3);
-    const struct perm16 P = perm16_make(8);
+    const struct perm16 P = perm16_load(perm_span8);
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 2);
         __m128i raw = load128(a[i].scales);
         __m256i sc16y = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
         __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
@@ -476,11 +719,12 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
     const struct pl_block_q3_K *a = w;
     const struct pl_block_q8_K *b = x;
     const __m512i m3 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
-    const struct perm16 P = perm16_make(8);
+    const struct perm16 P = perm16_load(perm_span8);
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         const uint8_t *s8 = a[i].scales;
+        pf(&a[i], 2);
         uint32_t w0 = load_u32(s8), w1 = load_u32(s8 + 4), w2 = load_u32(s8 + 8);
         const uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
         __m128i v = _mm_setr_epi32((int)((w0 & k4) | ((w2 & k2) << 4)),
@@ -512,6 +756,10 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
 /* ---- The table ---- */
 
 void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+    /* GFNI and VBMI use the AVX-512 state the caller has checked; they are optional
+     * (Cascade Lake has neither) */
+    __builtin_cpu_init();
+    const bool have_gv = __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
     table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
     table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;
     table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;
@@ -522,7 +770,7 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     table[PL_GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0;
     table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
     table[PL_GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K;
-    table[PL_GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K;
+    table[PL_GGML_TYPE_Q4_K].vec_dot = have_gv ? vec_dot_q4_K_gv : vec_dot_q4_K;
     table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
     table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the x86 kernel sets (engine/arch/x86/quant_{x86,avx2,avx512}.c): for every
  * type and every set this CPU supports, vec_dot against the scalar reference on random,
- * extreme-scale, all-zero, max-magnitude and all-high-bit blocks (1..8 blocks, unaligned
+ * extreme-scale, all-zero, max-magnitude and all-high-bit blocks (1..19 blocks, unaligned
  * buffers, activation quants over the whole int8 range), and from_f32 bit-identical to
  * the reference (normal data, ties, huge/tiny/subnormal values, NaN, Inf). Sets the CPU
  * lacks are skipped; with none at all the binary exits 77. */
@@ -35,7 +35,9 @@
 #define VEC_DOT_ABS_TOL 1e-37
 /* from_f32 must be bit-identical to the reference: no tolerance. */
 
-#define MAX_BLOCKS 8
+/* 19 blocks: the kernels that take 8 blocks at a time run one or two groups plus every
+ * tail length (1..7) and the 2-block and odd-block paths behind them. */
+#define MAX_BLOCKS 19
 #define N_TRIALS 24
 
 static const char *const isas[] = {"avx2", "avx512"};
@@ -300,7 +302,7 @@ static void check_dot(const char *isa, const struct type_info *ti) {
     assert_int_equal(k->vec_dot_type, ref->vec_dot_type);
     const struct pl_type_info *tx = pl_type_info(ref->vec_dot_type);
     assert_non_null(tx);
-    int max_n = ti->block == 1 ? 8 * 37 : MAX_BLOCKS * ti->block;
+    int max_n = ti->block == 1 ? MAX_BLOCKS * 37 : MAX_BLOCKS * ti->block;
     size_t wbytes = (size_t)max_n / (size_t)ti->block * ti->size;
     size_t xbytes = (size_t)max_n / tx->blck_elems * tx->blck_bytes;
     /* aligned_alloc wants a multiple of the alignment */
@@ -416,7 +418,7 @@ static void check_from_f32(const char *isa, uint32_t t) {
     assert_non_null(tt);
     assert_non_null(k->from_f32);
     int block = (int)tt->blck_elems;
-    int64_t max_n = block == 1 ? 300 : (int64_t)MAX_BLOCKS * block;
+    int64_t max_n = block == 1 ? (int64_t)MAX_BLOCKS * 37 : (int64_t)MAX_BLOCKS * block;
     size_t bytes = (size_t)max_n / tt->blck_elems * tt->blck_bytes;
     float *src = malloc((size_t)max_n * sizeof(float));
     uint8_t *want = malloc(bytes), *got = malloc(bytes);
