@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -70,10 +72,14 @@ static int notify_connect(int *ret_fd) {
     return 1;
 }
 
+/* sendmsg(2) rather than send(2): the daemon's seccomp allowlist already has sendmsg (for
+ * the welcome's SCM_RIGHTS), and send() is the sendto syscall underneath. */
 static int send_state(int fd, const char *state, size_t len) {
+    struct iovec iov = {.iov_base = (void *)(uintptr_t)state, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     ssize_t n;
     do {
-        n = send(fd, state, len, MSG_NOSIGNAL);
+        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;

@@ -9,7 +9,7 @@
 #define PL_DAEMON_SD_NOTIFY_H
 
 /* Open a datagram socket and connect it to $NOTIFY_SOCKET, so that later notifications need
- * only send(2) (the seccomp filter must allow sendto on it; no socket/connect later). Call
+ * only sendmsg(2) (no socket/connect after the seccomp filter is in place). Call
  * once at start-up; calling it again reconnects to the current $NOTIFY_SOCKET.
  * Returns 1 when connected, 0 when $NOTIFY_SOCKET is unset or empty (not supervised, nothing
  * to do), -EAFNOSUPPORT for an address that is neither absolute nor abstract (e.g. vsock:),
