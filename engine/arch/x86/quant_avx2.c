@@ -67,6 +67,16 @@ static inline uint32_t load_u32(const uint8_t *p) {
     return v;
 }
 
+/* Software prefetch of the weight stream, PF_DIST bytes ahead (see quant_avx512.c): the
+ * hardware prefetchers alone leave these kernels well short of the bus. Prefetches past
+ * the end of a row are harmless hints. `lines` 64-byte lines from p + PF_DIST. */
+#define PF_DIST 1536
+static inline void pf(const void *p, int lines) {
+#pragma GCC unroll 8
+    for (int l = 0; l < lines; l++)
+        _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_T0);
+}
+
 /* ---- F32, F16, BF16 ---- */
 
 static float vec_dot_f32(int64_t n, const void *restrict w, const void *restrict x) {
@@ -303,6 +313,8 @@ static float vec_dot_q4_0(int64_t n, const void *restrict w, const void *restric
     __m256 acc = _mm256_setzero_ps();
     assert(n % PL_QK8_0 == 0);
     for (int64_t i = 0; i < n / PL_QK8_0; i++) {
+        if (!(i & 1))
+            pf(&a[i], 1);
         __m256i u = nibbles32(a[i].qs);
         __m256i y = load256(b[i].qs);
         /* (u - 8) * y as u * y - 8 * y: each pair sum stays within int16 */
@@ -321,6 +333,8 @@ static float vec_dot_q4_1(int64_t n, const void *restrict w, const void *restric
     float summ = 0.f;
     assert(n % PL_QK8_1 == 0);
     for (int64_t i = 0; i < n / PL_QK8_1; i++) {
+        if (!(i & 1))
+            pf(&a[i], 1);
         __m256i p = mad_us(nibbles32(a[i].qs), load256(b[i].qs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
                               acc);
@@ -342,6 +356,8 @@ static float vec_dot_q5_0(int64_t n, const void *restrict w, const void *restric
     __m256 acc = _mm256_setzero_ps();
     assert(n % PL_QK8_0 == 0);
     for (int64_t i = 0; i < n / PL_QK8_0; i++) {
+        if (!(i & 1))
+            pf(&a[i], 1);
         __m256i u = q5_quants(a[i].qs, a[i].qh);
         __m256i y = load256(b[i].qs);
         __m256i p16 =
@@ -360,6 +376,8 @@ static float vec_dot_q5_1(int64_t n, const void *restrict w, const void *restric
     float summ = 0.f;
     assert(n % PL_QK8_1 == 0);
     for (int64_t i = 0; i < n / PL_QK8_1; i++) {
+        if (!(i & 1))
+            pf(&a[i], 1);
         __m256i p = mad_us(q5_quants(a[i].qs, a[i].qh), load256(b[i].qs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
                               acc);
@@ -377,6 +395,8 @@ static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restric
     int64_t nb = n / PL_QK8_0, i = 0;
     assert(n % PL_QK8_0 == 0);
     for (; i < nb; i++) {
+        if (!(i & 1))
+            pf(&a[i], 2); /* 2 blocks: 68 bytes */
         __m256i w0 = _mm256_cvtepi8_epi16(load128(a[i].qs));
         __m256i w1 = _mm256_cvtepi8_epi16(load128(a[i].qs + 16));
         __m256i y0 = _mm256_cvtepi8_epi16(load128(b[i].qs));
@@ -420,6 +440,7 @@ static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restric
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 2);
         __m128i raw = load128(a[i].scales);
         __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
         __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
@@ -456,6 +477,7 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 2);
         __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(a[i].scales));
         /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
         __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[i].bsums)), 2);
@@ -506,6 +528,7 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 3);
         uint64_t sc8, m8;
         q4k_scales(a[i].scales, &sc8, &m8);
         __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
@@ -534,6 +557,7 @@ static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restric
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 3);
         uint64_t sc8, m8;
         q4k_scales(a[i].scales, &sc8, &m8);
         __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
@@ -567,6 +591,7 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
     float sum = 0.f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 4);
         __m256i sc16 = _mm256_cvtepi8_epi16(load128(a[i].scales));
         /* q = 6 bits (0..63), value q - 32: the -32 goes through bsums */
         __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[i].bsums)), 5);
