@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "json_doc.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/pl_err.h"
 #include "pl/pl_util.h"

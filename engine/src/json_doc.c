@@ -2,7 +2,7 @@
 /* Bounded recursive-descent JSON parser (json.h) for schema documents sent by clients.
  * Nodes live in one growing array; strings are decoded into one pool no larger than the
  * input (decoding never lengthens a JSON string), so no per-node allocation happens. */
-#include "json.h"
+#include "json_doc.h"
 
 #include <errno.h>
 #include <stdarg.h>
