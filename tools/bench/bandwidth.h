@@ -9,9 +9,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pl/engine_quant.h" /* PL_QUANT_PREFETCH_BYTES */
+
+/* The read loop: plain loads, or loads plus a software prefetch PL_QUANT_PREFETCH_BYTES
+ * ahead (engine_quant.h), the distance the vec_dot kernels use: without it a kernel that
+ * prefetches can beat the "limit". */
+enum bench_bw_mode {
+    BENCH_BW_PLAIN = 0,
+    BENCH_BW_PREFETCH = 1,
+};
+
 /* Best-of-passes read bandwidth in bytes/s of n_threads threads (1..64) reading disjoint
- * slices of [buf, buf + len) (borrowed; already faulted in by the caller). Returns the
- * bandwidth (> 0), or -EINVAL for bad arguments, or -EAGAIN when threads cannot start. */
+ * slices of [buf, buf + len) (borrowed; already faulted in by the caller), passes 1..64.
+ * Each worker stamps its own clock around its read; a pass counts all bytes over
+ * [earliest start, latest end]. Returns the bandwidth (> 0), or -EINVAL for bad arguments,
+ * or -EAGAIN when threads cannot start. Not reentrant (one measurement at a time). */
+double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
+                          enum bench_bw_mode mode);
+
+/* The better of the two modes above: the upper bound to compare kernels against. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 
 /* Same over a fresh len-byte anonymous mapping (huge pages advised, every page faulted in

@@ -70,7 +70,7 @@ static inline uint32_t load_u32(const uint8_t *p) {
 /* Software prefetch of the weight stream, PF_DIST bytes ahead (see quant_avx512.c): the
  * hardware prefetchers alone leave these kernels well short of the bus. Prefetches past
  * the end of a row are harmless hints. `lines` 64-byte lines from p + PF_DIST. */
-#define PF_DIST 1536
+#define PF_DIST PL_QUANT_PREFETCH_BYTES
 static inline void pf(const void *p, int lines) {
 #pragma GCC unroll 8
     for (int l = 0; l < lines; l++)

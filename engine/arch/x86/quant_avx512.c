@@ -65,9 +65,7 @@ static inline __m512i counts2(int c0, int c1) {
  * for the hardware prefetchers to reach the bus limit. PF_DIST bytes ahead covers the
  * latency of ~1.5 KB at 15-20 GB/s per core; prefetches past the end of the row (or
  * buffer) are harmless hints: they never fault. `lines` 64-byte lines from p + PF_DIST. */
-#ifndef PF_DIST
-#define PF_DIST 1536
-#endif
+#define PF_DIST PL_QUANT_PREFETCH_BYTES
 static inline void pf(const void *p, int lines) {
 #pragma GCC unroll 8
     for (int l = 0; l < lines; l++)

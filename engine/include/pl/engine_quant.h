@@ -22,6 +22,10 @@ typedef void (*pl_quant_from_f32_fn)(const float *restrict src, void *restrict d
  * apply their mins through the Q8_K bsums). F32/F16/BF16 sum float products in double. */
 typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const void *restrict x);
 
+/* How far ahead (bytes) the SIMD vec_dot kernels software-prefetch the weight stream;
+ * benchmarks use the same distance in their read loop so that it stays an upper bound. */
+#define PL_QUANT_PREFETCH_BYTES 1536
+
 struct pl_quant_kernels {
     pl_quant_to_f32_fn to_f32;     /* NULL: cannot dequantize */
     pl_quant_from_f32_fn from_f32; /* NULL: no quantizer for this type */
