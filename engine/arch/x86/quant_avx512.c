@@ -151,38 +151,67 @@ static float vec_dot_bf16(int64_t n, const void *restrict w, const void *restric
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
-/* ---- Block scales of 8 consecutive 32-element blocks at once ----
- * The per-block path (two scalar fp16 conversions, a product and a broadcast per block)
- * saturates the shuffle port; instead the fp16 scales of 8 blocks are picked out of the
- * raw block bytes by VPERMT2W, converted together, and each block's product is spread by
- * one VPERMPS. Blocks of 34 bytes (Q8_0) need 4 x 64 bytes (<= 8 * 34), blocks of 18
- * bytes (Q4_0) 2 x 64 bytes (<= 8 * 18): the loads stay inside the 8 blocks. */
-static const int16_t d8_idx34_lo[32] __attribute__((aligned(64))) = {0, 17, 34, 51};
-static const int16_t d8_idx34_hi[32] __attribute__((aligned(64))) = {0, 0, 0, 0, 4, 21, 38, 55};
-static const int16_t d8_idx18[32] __attribute__((aligned(64))) = {0, 9, 18, 27, 36, 45, 54, 63};
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: groups of 8 blocks with vector block scales ----
+ * Per block (256-bit): the 32 quants in element order from one broadcast load, one or two
+ * VNNI sums against the activation block, then one int32->float conversion and one FMA
+ * whose scale operand is an embedded broadcast from a small stack array: no shuffle per
+ * block. The block scales (and Q4_1/Q5_1 minimums, Q8_1 sums) of 8 blocks are picked
+ * out of the raw block bytes by VPERMT2W and converted together, so the per-block scalar
+ * fp16 conversions and products (which saturate the shuffle port) are gone. Four float
+ * accumulators keep the FMA latency off the critical path. Integer sums are exact for
+ * every input byte; only the order of float additions differs from the reference. */
 
-/* The leading fp16 of each of the 8 34-byte blocks at p, as floats. */
-static inline __m256 d8_stride34(const void *p) {
-    const uint8_t *c = p;
-    __m512i t = _mm512_permutex2var_epi16(load512(c), _mm512_load_si512(d8_idx34_lo),
-                                          load512(c + 64));
-    __m512i u = _mm512_permutex2var_epi16(load512(c + 128), _mm512_load_si512(d8_idx34_hi),
-                                          load512(c + 192));
-    return _mm256_cvtph_ps(
-        _mm_mask_blend_epi16(0xF0, _mm512_castsi512_si128(t), _mm512_castsi512_si128(u)));
-}
+/* Word index, for VPERMT2W over 128 bytes starting `base` bytes into the group, of the
+ * fp16 at byte offset off of block k (block stride S); only the low 6 bits matter (lanes
+ * the blend does not take may hold any value). */
+#define WIX(S, off, base, k) ((int16_t)((((k) * (S) + (off) - (base)) / 2) & 63))
+#define WIX8(S, off, base)                                                                    \
+    WIX(S, off, base, 0), WIX(S, off, base, 1), WIX(S, off, base, 2), WIX(S, off, base, 3),   \
+        WIX(S, off, base, 4), WIX(S, off, base, 5), WIX(S, off, base, 6), WIX(S, off, base, 7)
+/* Second window: 128 bytes from byte 128 of the group, or its last 128 bytes when the
+ * group is shorter than 256 (8 S > 128 whenever a field lies past byte 128): no load
+ * leaves the group, and every field past byte 128 lies inside. */
+#define WBASE2(S) (8 * (S) - 128 < 128 ? 8 * (S) - 128 : 128)
+/* Bit k set (k < 8: field off0, k >= 8: field off1) when that fp16 lies past byte 128. */
+#define WHI(S, off, k) (((k) * (S) + (off) + 2 > 128) ? 1u << (k) : 0u)
+#define WHI8(S, off, sh)                                                                      \
+    ((WHI(S, off, 0) | WHI(S, off, 1) | WHI(S, off, 2) | WHI(S, off, 3) | WHI(S, off, 4) |    \
+      WHI(S, off, 5) | WHI(S, off, 6) | WHI(S, off, 7))                                       \
+     << (sh))
 
-/* The same for 8 18-byte blocks. */
-static inline __m256 d8_stride18(const void *p) {
-    const uint8_t *c = p;
-    __m512i t = _mm512_permutex2var_epi16(load512(c), _mm512_load_si512(d8_idx18),
-                                          load512(c + 64));
-    return _mm256_cvtph_ps(_mm512_castsi512_si128(t));
-}
+/* A gather of two fp16 fields of 8 blocks of stride S: word tables for both windows and
+ * the blend mask (lanes from the second window). */
+struct f16x2_gather {
+    int16_t lo[16], hi[16]; /* the upper 16 result words are not used */
+    uint32_t mask;
+    int stride;
+};
+#define F16X2_GATHER(S, off0, off1)                                                           \
+    {{WIX8(S, off0, 0), WIX8(S, off1, 0)},                                                    \
+     {WIX8(S, off0, WBASE2(S)), WIX8(S, off1, WBASE2(S))},                                    \
+     WHI8(S, off0, 0) | WHI8(S, off1, 8),                                                     \
+     S}
 
-/* Lane k of s in every lane. */
-static inline __m256 lane8(__m256 s, int k) {
-    return _mm256_permutexvar_ps(_mm256_set1_epi32(k), s);
+/* Q4_0 (18 bytes: d), Q4_1 (20: d, m), Q5_0 (22: d), Q5_1 (24: d, m), Q8_0 (34: d),
+ * Q8_1 (36: d, s). Single-field types repeat the field. */
+static const struct f16x2_gather g_q4_0 __attribute__((aligned(64))) = F16X2_GATHER(18, 0, 0);
+static const struct f16x2_gather g_q4_1 __attribute__((aligned(64))) = F16X2_GATHER(20, 0, 2);
+static const struct f16x2_gather g_q5_0 __attribute__((aligned(64))) = F16X2_GATHER(22, 0, 0);
+static const struct f16x2_gather g_q5_1 __attribute__((aligned(64))) = F16X2_GATHER(24, 0, 2);
+static const struct f16x2_gather g_q8_0 __attribute__((aligned(64))) = F16X2_GATHER(34, 0, 0);
+static const struct f16x2_gather g_q8_1 __attribute__((aligned(64))) = F16X2_GATHER(36, 0, 2);
+
+/* The two fields of the 8 blocks at p as 16 floats (lanes 0..7: off0, 8..15: off1). */
+static inline __m512 f16x2_gather8(const uint8_t *p, const struct f16x2_gather *g) {
+    __m512i t = _mm512_permutex2var_epi16(load512(p), _mm512_castsi256_si512(load256(g->lo)),
+                                          load512(p + 64));
+    if (g->mask) {
+        const uint8_t *q = p + WBASE2(g->stride);
+        __m512i u = _mm512_permutex2var_epi16(load512(q), _mm512_castsi256_si512(load256(g->hi)),
+                                              load512(q + 64));
+        t = _mm512_mask_blend_epi16((__mmask32)g->mask, t, u);
+    }
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(t));
 }
 
 /* w . y over one 32-byte block, w and y signed: (w + 128) . y - 128 . y (exact). */
@@ -192,209 +221,130 @@ static inline __m256i dot32_s8s8(__m256i w, __m256i y) {
     return _mm256_sub_epi32(p, _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, y));
 }
 
-/* The 32 quants of a Q4_0 block in element order, from one broadcast 16-byte load: low
- * nibbles in the lower half, high nibbles (masked shift) in the upper. */
-static inline __m256i q4_0_quants(const uint8_t *qs) {
+/* The 32 quants of a nibble-packed block in element order, from one broadcast 16-byte
+ * load: low nibbles in the lower half, high nibbles (masked shift) in the upper. */
+static inline __m256i nibbles32(const uint8_t *qs) {
     __m256i q = _mm256_broadcastsi128_si256(load128(qs));
     q = _mm256_mask_srli_epi16(q, (__mmask16)0xFF00, q, 4);
     return _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
 }
 
-/* Q4_0 and Q8_0 over groups of 8 blocks (256-bit, one block per register, two float
- * accumulators); returns the sum and leaves *ret_i at the first block not done. */
-static inline float q8_0_groups(const struct pl_block_q8_0 *a, const struct pl_block_q8_0 *b,
-                                int64_t nb, int64_t *ret_i) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        pf(&a[i], 5);
-        __m256 s = _mm256_mul_ps(d8_stride34(&a[i]), d8_stride34(&b[i]));
-#pragma GCC unroll 4
-        for (int k = 0; k < 8; k += 2) {
-            __m256i p0 = dot32_s8s8(load256(a[i + k].qs), load256(b[i + k].qs));
-            __m256i p1 = dot32_s8s8(load256(a[i + k + 1].qs), load256(b[i + k + 1].qs));
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), lane8(s, k), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), lane8(s, k + 1), acc1);
-        }
+/* Lane k of s in every lane (VPERMPS: the scales stay in registers; a store and
+ * broadcast reloads would put a store-to-load dependency behind the weight-line miss). */
+static inline __m256 lane8(__m256 s, int k) {
+    return _mm256_permutexvar_ps(_mm256_set1_epi32(k), s);
+}
+
+enum b32_kind { B32_Q4_0, B32_Q4_1, B32_Q5_0, B32_Q5_1, B32_Q8_0 };
+
+/* Integer dot product of one weight block (at w) with one activation block's quants (y),
+ * per int32 lane (8 lanes). Offset types subtract their offset times sum(y) (exact);
+ * Q4_1/Q5_1 return the unsigned u . y, their minimum goes through the Q8_1 sum. */
+static inline __attribute__((always_inline)) __m256i b32_dot(enum b32_kind k, const uint8_t *w,
+                                                             const int8_t *y8) {
+    __m256i y = load256(y8), u;
+    switch (k) {
+    case B32_Q4_0:
+        u = nibbles32(w + 2);
+        return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y),
+                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), y));
+    case B32_Q4_1:
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles32(w + 4), y);
+    case B32_Q5_0:
+        u = _mm256_or_si256(nibbles32(w + 6),
+                            _mm256_maskz_mov_epi8((__mmask32)load_u32(w + 2), _mm256_set1_epi8(0x10)));
+        return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y),
+                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), y));
+    case B32_Q5_1:
+        u = _mm256_or_si256(nibbles32(w + 8),
+                            _mm256_maskz_mov_epi8((__mmask32)load_u32(w + 4), _mm256_set1_epi8(0x10)));
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y);
+    case B32_Q8_0:
+    default:
+        return dot32_s8s8(load256(w + 2), y);
     }
-    *ret_i = i;
-    __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+}
+
+static inline float hsum256(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
 }
 
-static inline float q4_0_groups(const struct pl_block_q4_0 *a, const struct pl_block_q8_0 *b,
-                                int64_t nb, int64_t *ret_i) {
-    const __m256i eight = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
+/* sum over nb blocks of d_w d_x (w . y) (+ m_w s_x for Q4_1/Q5_1). ws/xs: block sizes of
+ * the weight and activation types; gw/gx their scale gathers. */
+static inline __attribute__((always_inline)) float b32_vec_dot(enum b32_kind k, int64_t n,
+                                                               const uint8_t *w, const uint8_t *x,
+                                                               int ws, int xs,
+                                                               const struct f16x2_gather *gw,
+                                                               const struct f16x2_gather *gx) {
+    const bool has_min = k == B32_Q4_1 || k == B32_Q5_1;
+    float s8[8] __attribute__((aligned(32)));
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    __m256 macc = _mm256_setzero_ps();
+    int64_t nb = n / 32, i = 0;
+    assert(n % 32 == 0);
     for (; i + 8 <= nb; i += 8) {
-        pf(&a[i], 3);
-        __m256 s = _mm256_mul_ps(d8_stride18(&a[i]), d8_stride34(&b[i]));
-#pragma GCC unroll 4
-        for (int k = 0; k < 8; k += 2) {
-            __m256i y0 = load256(b[i + k].qs), y1 = load256(b[i + k + 1].qs);
-            /* (u - 8) . y = u . y - 8 . y, both exact in int32 */
-            __m256i p0 = _mm256_sub_epi32(
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_0_quants(a[i + k].qs), y0),
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, y0));
-            __m256i p1 = _mm256_sub_epi32(
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_0_quants(a[i + k + 1].qs), y1),
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, y1));
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), lane8(s, k), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), lane8(s, k + 1), acc1);
+        const uint8_t *wg = w + i * ws, *xg = x + i * xs;
+        /* the group spans 8 * ws bytes: prefetch its lines PF_DIST ahead */
+        for (int l = 0; l < 8 * ws; l += 64)
+            _mm_prefetch((const char *)wg + PF_DIST + l, _MM_HINT_T0);
+        __m512 dw = f16x2_gather8(wg, gw), dx = f16x2_gather8(xg, gx);
+        __m512 s = _mm512_mul_ps(dw, dx);
+        _mm256_store_ps(s8, _mm512_castps512_ps256(s));
+        if (has_min) /* m_w (lanes 8..15 of dw) times s_x (lanes 8..15 of dx) */
+            macc = _mm256_add_ps(
+                macc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256i p = b32_dot(k, wg + j * ws, (const int8_t *)(xg + j * xs + (has_min ? 4 : 2)));
+            acc[j & 3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&s8[j]),
+                                         acc[j & 3]);
         }
     }
-    *ret_i = i;
-    __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
-}
-
-/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: two 32-element blocks per register ---- */
-
-/* The quants of blocks a and b (16 bytes each, nibble-packed) in element order:
- * [a low nibbles, a high nibbles, b low nibbles, b high nibbles]. */
-static inline __m512i nibbles2(const uint8_t *qa, const uint8_t *qb) {
-    __m256i q = _mm256_set_m128i(load128(qb), load128(qa));
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
-    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
-}
-
-/* Bit 4 set in byte j (of 64) where bit j of (qb << 32 | qa) is set. */
-static inline __m512i bit4_2(const uint8_t *qha, const uint8_t *qhb) {
-    __mmask64 m = (__mmask64)load_u32(qha) | ((__mmask64)load_u32(qhb) << 32);
-    return _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10));
-}
-
-/* Per-block int32 sums (8 lanes per block) to float, times the two block scales. */
-static inline __m512 fma_blocks(__m512i p, float s0, float s1, __m512 acc) {
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), set2_ps(s0, s1), acc);
+    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    float summ = hsum256(macc);
+    for (; i < nb; i++) { /* the last < 8 blocks, one at a time with scalar scales */
+        const uint8_t *wb = w + i * ws, *xb = x + i * xs;
+        uint16_t dwh, dxh;
+        memcpy(&dwh, wb, 2);
+        memcpy(&dxh, xb, 2);
+        __m256i p = b32_dot(k, wb, (const int8_t *)(xb + (has_min ? 4 : 2)));
+        sum += h2f(dwh) * h2f(dxh) * hsum256(_mm256_cvtepi32_ps(p));
+        if (has_min) {
+            uint16_t mh, sh;
+            memcpy(&mh, wb + 2, 2);
+            memcpy(&sh, xb + 2, 2);
+            summ += h2f(mh) * h2f(sh);
+        }
+    }
+    return sum + summ;
 }
 
 static float vec_dot_q4_0(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_0 *a = w;
-    const struct pl_block_q8_0 *b = x;
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t nb = n / PL_QK8_0, i = 0;
-    assert(n % PL_QK8_0 == 0);
-    float head = q4_0_groups(a, b, nb, &i);
-    for (; i + 2 <= nb; i += 2) {
-        __m512i u = nibbles2(a[i].qs, a[i + 1].qs);
-        __m512i y = load2x256(b[i].qs, b[i + 1].qs);
-        /* (u - 8) . y = u . y - 8 . y, both exact in int32 */
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
-        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
-        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d), acc);
-    }
-    float sum = head + _mm512_reduce_add_ps(acc);
-    if (i < nb) { /* odd block: the second half reads block i again, scaled by 0 */
-        __m512i u = nibbles2(a[i].qs, a[i].qs);
-        __m512i y = load2x256(b[i].qs, b[i].qs);
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
-        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
-        sum += _mm512_reduce_add_ps(
-            fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), 0.f, _mm512_setzero_ps()));
-    }
-    return sum;
+    return b32_vec_dot(B32_Q4_0, n, w, x, sizeof(struct pl_block_q4_0),
+                       sizeof(struct pl_block_q8_0), &g_q4_0, &g_q8_0);
 }
 
 static float vec_dot_q4_1(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_1 *a = w;
-    const struct pl_block_q8_1 *b = x;
-    __m512 acc = _mm512_setzero_ps();
-    float summ = 0.f;
-    int64_t nb = n / PL_QK8_1;
-    assert(n % PL_QK8_1 == 0);
-    for (int64_t i = 0; i < nb; i += 2) {
-        int64_t j = i + 1 < nb ? i + 1 : i; /* odd count: reread block i, scale 0 */
-        pf(&a[i], 1);
-        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles2(a[i].qs, a[j].qs),
-                                        load2x256(b[i].qs, b[j].qs));
-        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
-        summ += h2f(a[i].m) * h2f(b[i].s);
-        if (j != i)
-            summ += h2f(a[j].m) * h2f(b[j].s);
-    }
-    return _mm512_reduce_add_ps(acc) + summ;
+    return b32_vec_dot(B32_Q4_1, n, w, x, sizeof(struct pl_block_q4_1),
+                       sizeof(struct pl_block_q8_1), &g_q4_1, &g_q8_1);
 }
 
 static float vec_dot_q5_0(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q5_0 *a = w;
-    const struct pl_block_q8_0 *b = x;
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t nb = n / PL_QK8_0;
-    assert(n % PL_QK8_0 == 0);
-    for (int64_t i = 0; i < nb; i += 2) {
-        int64_t j = i + 1 < nb ? i + 1 : i;
-        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
-        pf(&a[i], 1);
-        __m512i u = _mm512_or_si512(nibbles2(a[i].qs, a[j].qs), bit4_2(a[i].qh, a[j].qh));
-        __m512i y = load2x256(b[i].qs, b[j].qs);
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
-        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, y));
-        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
-    }
-    return _mm512_reduce_add_ps(acc);
+    return b32_vec_dot(B32_Q5_0, n, w, x, sizeof(struct pl_block_q5_0),
+                       sizeof(struct pl_block_q8_0), &g_q5_0, &g_q8_0);
 }
 
 static float vec_dot_q5_1(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q5_1 *a = w;
-    const struct pl_block_q8_1 *b = x;
-    __m512 acc = _mm512_setzero_ps();
-    float summ = 0.f;
-    int64_t nb = n / PL_QK8_1;
-    assert(n % PL_QK8_1 == 0);
-    for (int64_t i = 0; i < nb; i += 2) {
-        int64_t j = i + 1 < nb ? i + 1 : i;
-        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
-        pf(&a[i], 1);
-        __m512i u = _mm512_or_si512(nibbles2(a[i].qs, a[j].qs), bit4_2(a[i].qh, a[j].qh));
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, load2x256(b[i].qs, b[j].qs));
-        acc = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc);
-        summ += h2f(a[i].m) * h2f(b[i].s);
-        if (j != i)
-            summ += h2f(a[j].m) * h2f(b[j].s);
-    }
-    return _mm512_reduce_add_ps(acc) + summ;
-}
-
-/* w . y with w signed: (w + 128) . y - 128 . y, both unsigned-by-signed VNNI sums, exact
- * for every byte pair (the abs/sign trick is not, at -128). */
-static inline __m512i dot_s8s8(__m512i w, __m512i y) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w, bias), y);
-    return _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, y));
+    return b32_vec_dot(B32_Q5_1, n, w, x, sizeof(struct pl_block_q5_1),
+                       sizeof(struct pl_block_q8_1), &g_q5_1, &g_q8_1);
 }
 
 static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q8_0 *a = w;
-    const struct pl_block_q8_0 *b = x;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t nb = n / PL_QK8_0, i = 0;
-    assert(n % PL_QK8_0 == 0);
-    float head = q8_0_groups(a, b, nb, &i);
-    for (; i + 4 <= nb; i += 4) {
-        __m512i p0 = dot_s8s8(load2x256(a[i].qs, a[i + 1].qs), load2x256(b[i].qs, b[i + 1].qs));
-        __m512i p1 =
-            dot_s8s8(load2x256(a[i + 2].qs, a[i + 3].qs), load2x256(b[i + 2].qs, b[i + 3].qs));
-        acc0 = fma_blocks(p0, h2f(a[i].d) * h2f(b[i].d), h2f(a[i + 1].d) * h2f(b[i + 1].d), acc0);
-        acc1 = fma_blocks(p1, h2f(a[i + 2].d) * h2f(b[i + 2].d),
-                          h2f(a[i + 3].d) * h2f(b[i + 3].d), acc1);
-    }
-    for (; i < nb; i += 2) {
-        int64_t j = i + 1 < nb ? i + 1 : i;
-        float s1 = j != i ? h2f(a[j].d) * h2f(b[j].d) : 0.f;
-        __m512i p = dot_s8s8(load2x256(a[i].qs, a[j].qs), load2x256(b[i].qs, b[j].qs));
-        acc0 = fma_blocks(p, h2f(a[i].d) * h2f(b[i].d), s1, acc0);
-    }
-    return head + _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return b32_vec_dot(B32_Q8_0, n, w, x, sizeof(struct pl_block_q8_0),
+                       sizeof(struct pl_block_q8_0), &g_q8_0, &g_q8_0);
 }
 
 /* ---- K-quants: 64 elements per register ---- */
