@@ -703,11 +703,12 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
 
 /* ---- The table ---- */
 
-void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsigned flags) {
     /* GFNI and VBMI use the AVX-512 state the caller has checked; they are optional
      * (Cascade Lake has neither) */
     __builtin_cpu_init();
-    const bool have_gv = __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
+    const bool have_gv = !(flags & PL_QUANT_X86_NO_GFNI_VBMI) &&
+                         __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
     table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
     table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;
     table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;

@@ -67,7 +67,7 @@ static const char *fill_best(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     pl_quant_avx2_fill(table);
     if (!cpu_avx512())
         return "avx2";
-    pl_quant_avx512_fill(table);
+    pl_quant_avx512_fill(table, 0);
     return "avx512";
 }
 
@@ -81,6 +81,7 @@ const char *pl_quant_arch_init(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX])
  * writes before every reader). */
 static struct pl_quant_kernels table_avx2[_PL_GGML_TYPE_MAX];
 static struct pl_quant_kernels table_avx512[_PL_GGML_TYPE_MAX];
+static struct pl_quant_kernels table_avx512_no_gv[_PL_GGML_TYPE_MAX];
 static bool have_table_avx2, have_table_avx512;
 static pthread_once_t isa_tables_control = PTHREAD_ONCE_INIT;
 
@@ -92,23 +93,58 @@ static void isa_tables_once(void) {
     }
     if (cpu_avx512()) {
         memcpy(table_avx512, table_avx2, sizeof(table_avx512));
-        pl_quant_avx512_fill(table_avx512);
+        pl_quant_avx512_fill(table_avx512, 0);
+        memcpy(table_avx512_no_gv, table_avx2, sizeof(table_avx512_no_gv));
+        pl_quant_avx512_fill(table_avx512_no_gv, PL_QUANT_X86_NO_GFNI_VBMI);
         have_table_avx512 = true;
     }
 }
 
-const struct pl_quant_kernels *pl_quant_kernels_isa(const char *isa, uint32_t t) {
-    const struct pl_quant_kernels *k;
+/* The table of variant v (0: default, 1: no GFNI/VBMI) of set isa, or NULL. */
+static const struct pl_quant_kernels *isa_table(const char *isa, int v) {
+    (void)pthread_once(&isa_tables_control, isa_tables_once);
+    if (strcmp(isa, "avx2") == 0 && have_table_avx2 && v == 0)
+        return table_avx2;
+    if (strcmp(isa, "avx512") == 0 && have_table_avx512)
+        return v == 0 ? table_avx512 : table_avx512_no_gv;
+    return NULL;
+}
+
+static const char *const variants_default[] = {"default", NULL};
+static const char *const variants_avx512[] = {"default", "no-gfni", NULL};
+
+const char *const *pl_quant_x86_variants(const char *isa) {
+    if (!isa || !pl_quant_x86_supported(isa))
+        return NULL;
+    if (strcmp(isa, "avx512") == 0) {
+        __builtin_cpu_init();
+        /* without GFNI+VBMI the default already is the fallback */
+        if (__builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi"))
+            return variants_avx512;
+    }
+    return variants_default;
+}
+
+const struct pl_quant_kernels *pl_quant_kernels_variant(const char *isa, const char *variant,
+                                                        uint32_t t) {
+    const struct pl_quant_kernels *table, *k;
+    int v;
     if (!isa || t >= _PL_GGML_TYPE_MAX)
         return NULL;
-    if (strcmp(isa, "scalar") == 0)
-        return pl_quant_kernels_ref(t);
-    (void)pthread_once(&isa_tables_control, isa_tables_once);
-    if (strcmp(isa, "avx2") == 0 && have_table_avx2)
-        k = &table_avx2[t];
-    else if (strcmp(isa, "avx512") == 0 && have_table_avx512)
-        k = &table_avx512[t];
+    if (!variant || strcmp(variant, "default") == 0)
+        v = 0;
+    else if (strcmp(variant, "no-gfni") == 0)
+        v = 1;
     else
         return NULL;
+    if (strcmp(isa, "scalar") == 0)
+        return v == 0 ? pl_quant_kernels_ref(t) : NULL;
+    if (!(table = isa_table(isa, v)))
+        return NULL;
+    k = &table[t];
     return (k->to_f32 || k->from_f32 || k->vec_dot) ? k : NULL;
+}
+
+const struct pl_quant_kernels *pl_quant_kernels_isa(const char *isa, uint32_t t) {
+    return pl_quant_kernels_variant(isa, NULL, t);
 }

@@ -16,7 +16,12 @@
  * The caller must have checked pl_quant_x86_supported() for that ISA: these functions
  * execute its instructions. The AVX-512 set is applied on top of the AVX2 one. */
 void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]);
-void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]);
+/* flags: PL_QUANT_X86_* below; 0 for the best kernels this CPU runs. */
+void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsigned flags);
+
+/* Do not install the GFNI+VBMI kernels even where the CPU has them (the AVX-512 F/BW/VNNI
+ * fallbacks that Cascade Lake class CPUs run instead). */
+#define PL_QUANT_X86_NO_GFNI_VBMI 1u
 
 /* True when the CPU and the OS (XSAVE state enabled in XCR0) support the kernel set named
  * isa: "scalar" (always), "avx2" (AVX2 + FMA + F16C), "avx512" (the AVX2 set plus
@@ -28,5 +33,17 @@ bool pl_quant_x86_supported(const char *isa);
  * (and of PICOLM_FORCE_SCALAR). NULL when isa is unknown or unsupported here (see above),
  * or when t has no kernels. The pointer stays valid for the life of the process. */
 const struct pl_quant_kernels *pl_quant_kernels_isa(const char *isa, uint32_t t);
+
+/* Test-only: the kernel variants of the set named isa that this CPU can run, as a
+ * NULL-terminated list of names ("default" first: the set as pl_quant_kernels_isa() gives
+ * it; then e.g. "no-gfni": the AVX-512 set without its GFNI+VBMI kernels), or NULL when
+ * isa is unknown or unsupported here. Static storage. */
+const char *const *pl_quant_x86_variants(const char *isa);
+
+/* Test-only: kernels of type t in variant `variant` (a name from pl_quant_x86_variants(),
+ * NULL meaning "default") of the set isa; NULL as pl_quant_kernels_isa(), or when the
+ * variant is unknown for that set. The pointer stays valid for the life of the process. */
+const struct pl_quant_kernels *pl_quant_kernels_variant(const char *isa, const char *variant,
+                                                        uint32_t t);
 
 #endif

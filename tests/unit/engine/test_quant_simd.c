@@ -3,8 +3,10 @@
  * type and every set this CPU supports, vec_dot against the scalar reference on random,
  * extreme-scale, all-zero, max-magnitude and all-high-bit blocks (1..19 blocks, unaligned
  * buffers, activation quants over the whole int8 range), and from_f32 bit-identical to
- * the reference (normal data, ties, huge/tiny/subnormal values, NaN, Inf). Sets the CPU
- * lacks are skipped; with none at all the binary exits 77. */
+ * the reference (normal data, ties, huge/tiny/subnormal values, NaN, Inf). vec_dot runs
+ * in every variant of a set this CPU can execute (pl_quant_x86_variants(): e.g. the
+ * AVX-512 Q4_K fallback for CPUs without GFNI). Sets the CPU lacks are skipped; with none
+ * at all the binary exits 77. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -293,9 +295,9 @@ static double magnitude(const struct type_info *ti, const uint8_t *w, const uint
  * only the documented 2-byte (4 for F32/Q8_K) alignment. */
 #define SLACK 64
 
-static void check_dot(const char *isa, const struct type_info *ti) {
+static void check_dot(const char *isa, const char *variant, const struct type_info *ti) {
     const struct pl_quant_kernels *ref = pl_quant_kernels_ref(ti->type);
-    const struct pl_quant_kernels *k = pl_quant_kernels_isa(isa, ti->type);
+    const struct pl_quant_kernels *k = pl_quant_kernels_variant(isa, variant, ti->type);
     assert_non_null(ref);
     assert_non_null(k);
     assert_non_null(k->vec_dot);
@@ -329,9 +331,9 @@ static void check_dot(const char *isa, const struct type_info *ti) {
             /* equal results pass outright (both may be the same infinity) */
             assert_false(isnan(want));
             if (got != want && !(fabs((double)got - (double)want) <= tol))
-                fail_msg("%s %s: n %lld mode %s trial %d: simd %.9g ref %.9g (|diff| %.3g > tol "
-                         "%.3g)",
-                         isa, ti->name, (long long)n, mode_names[m], trial, (double)got,
+                fail_msg("%s/%s %s: n %lld mode %s trial %d: simd %.9g ref %.9g (|diff| %.3g > "
+                         "tol %.3g)",
+                         isa, variant, ti->name, (long long)n, mode_names[m], trial, (double)got,
                          (double)want, fabs((double)got - (double)want), tol);
             if (m == MODE_ZERO && ti->block > 1)
                 assert_true(got == 0.f);
@@ -354,8 +356,13 @@ static void test_vec_dot_matches_reference(void **state) {
             continue;
         }
         n_isas_checked++;
-        for (size_t t = 0; t < N_TYPES; t++)
-            check_dot(isas[s], &types[t]);
+        /* every variant the set has on this CPU, e.g. AVX-512 without its GFNI kernels */
+        const char *const *v = pl_quant_x86_variants(isas[s]);
+        assert_non_null(v);
+        assert_string_equal(v[0], "default");
+        for (; *v; v++)
+            for (size_t t = 0; t < N_TYPES; t++)
+                check_dot(isas[s], *v, &types[t]);
     }
 }
 
@@ -523,6 +530,41 @@ static void test_isa_lookup_rejects_bad_input(void **state) {
     for (size_t s = 0; s < N_ISAS; s++)
         if (pl_quant_x86_supported(isas[s]))
             assert_null(pl_quant_kernels_isa(isas[s], PL_GGML_TYPE_IQ2_XXS));
+    assert_null(pl_quant_x86_variants("neon"));
+    assert_null(pl_quant_x86_variants(NULL));
+    assert_null(pl_quant_kernels_variant("avx2", "no-such-variant", PL_GGML_TYPE_Q4_0));
+    assert_null(pl_quant_kernels_variant("scalar", "no-gfni", PL_GGML_TYPE_Q4_0));
+    assert_null(pl_quant_kernels_variant(NULL, NULL, PL_GGML_TYPE_Q4_0));
+}
+
+/* The variant lookup: "default" (and NULL) is the set itself; on a CPU with GFNI+VBMI the
+ * AVX-512 "no-gfni" variant really is a different Q4_K kernel (the F/BW fallback), and the
+ * same as the default for every type that has no GFNI kernel. */
+static void test_variants(void **state) {
+    (void)state;
+    for (size_t s = 0; s < N_ISAS; s++) {
+        if (!pl_quant_x86_supported(isas[s]))
+            continue;
+        for (const char *const *v = pl_quant_x86_variants(isas[s]); *v; v++)
+            for (size_t t = 0; t < N_TYPES; t++)
+                assert_non_null(pl_quant_kernels_variant(isas[s], *v, types[t].type));
+        assert_ptr_equal(pl_quant_kernels_variant(isas[s], NULL, PL_GGML_TYPE_Q4_K),
+                         pl_quant_kernels_isa(isas[s], PL_GGML_TYPE_Q4_K));
+        assert_ptr_equal(pl_quant_kernels_variant(isas[s], "default", PL_GGML_TYPE_Q4_K),
+                         pl_quant_kernels_isa(isas[s], PL_GGML_TYPE_Q4_K));
+    }
+    const char *const *v = pl_quant_x86_variants("avx512");
+    if (!v || !v[1]) {
+        print_message("[  SKIP    ] avx512 no-gfni: CPU without AVX-512 or GFNI+VBMI\n");
+        return;
+    }
+    assert_string_equal(v[1], "no-gfni");
+    const struct pl_quant_kernels *a = pl_quant_kernels_variant("avx512", "default", PL_GGML_TYPE_Q4_K);
+    const struct pl_quant_kernels *b = pl_quant_kernels_variant("avx512", "no-gfni", PL_GGML_TYPE_Q4_K);
+    assert_true(a->vec_dot != b->vec_dot);
+    a = pl_quant_kernels_variant("avx512", "default", PL_GGML_TYPE_Q6_K);
+    b = pl_quant_kernels_variant("avx512", "no-gfni", PL_GGML_TYPE_Q6_K);
+    assert_ptr_equal(a->vec_dot, b->vec_dot);
 }
 
 int main(int argc, char **argv) {
@@ -534,6 +576,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_dispatch_picks_best_set),
         cmocka_unit_test(test_force_scalar_keeps_reference),
         cmocka_unit_test(test_isa_lookup_rejects_bad_input),
+        cmocka_unit_test(test_variants),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     if (r == 0 && n_isas_checked == 0)
