@@ -32,6 +32,9 @@
  * wrote, so chunking does not change any result. */
 #define CHUNK 64u
 
+/* Batches of fewer entries run "private": see pl_ctx.th_xb. */
+#define PRIV (PL_MM_MIN_TILED_TOK - 1u)
+
 struct pl_ctx {
     struct pl_model *m;
     struct pl_threadpool *pool;
@@ -56,6 +59,14 @@ struct pl_ctx {
     size_t xq_stride;
     uint8_t *tiles;  /* [ceil(n_chunk / PL_MM_TILE)][tile_bytes] repacked activations */
     size_t tile_bytes;
+    /* Per thread, for batches below PL_MM_MIN_TILED_TOK (decode), where every thread
+     * prepares the whole (small) input itself instead of a share of it plus a barrier:
+     * normed inputs [PRIV][n_embd], activations [PRIV][xq_stride], one-slot layouts
+     * [PRIV][vec_bytes]. */
+    float *th_xb;
+    uint8_t *th_xq;
+    uint8_t *th_vec;
+    size_t vec_bytes;
     /* Per thread: scores [n_ctx], rope cache [n_rot], the query head rounded to the cache
      * type [head_dim] floats. */
     float *th_scores;
@@ -97,21 +108,65 @@ static inline float silu(float x) {
 
 /* ---- Matrix multiplication ---- */
 
-/* The tiled kernel w uses for a batch of n_tok, or NULL for per-row dot products. */
-static const struct pl_mm_tile_kernel *tile_kernel(const struct pl_weight *w, uint32_t n_tok) {
-    return n_tok >= PL_MM_MIN_TILED_TOK ? pl_mm_tile_kernel(w->type, w->n_cols) : NULL;
+/* The tiled kernel w uses (tiles, or one-slot layouts for small batches), or NULL for
+ * per-row dot products. */
+static const struct pl_mm_tile_kernel *tile_kernel(const struct pl_weight *w) {
+    return pl_mm_tile_kernel(w->type, w->n_cols);
+}
+
+/* Small batches: every thread prepares all of each matmul input itself. */
+static inline bool is_private(uint32_t n_tok) {
+    return n_tok < PL_MM_MIN_TILED_TOK;
+}
+
+/* The rows a thread normalizes for a batch of n: its share [lo, hi) of c->xb, or (private)
+ * all of them into its own buffer. Returns the buffer. */
+static float *norm_rows(struct pl_ctx *c, const float *w, uint32_t n, uint32_t lo, uint32_t hi,
+                        uint32_t ith) {
+    const uint32_t n_embd = c->m->hp.n_embd;
+    float *dst = c->xb;
+    if (is_private(n)) {
+        dst = c->th_xb + (size_t)ith * PRIV * n_embd;
+        lo = 0;
+        hi = n;
+    }
+    for (uint32_t t = lo; t < hi; t++)
+        rmsnorm(dst + (size_t)t * n_embd, c->x + (size_t)t * n_embd, w, n_embd,
+                c->m->hp.rms_eps);
+    return dst;
 }
 
 /* The activations for w: rows [lo, hi) of src quantized to w's vec_dot_type into c->xq (or
  * src itself when that type is F32), and repacked into tiles when w has a tiled kernel (the
  * thread owning the last row also clears the tile's padding slots). The caller puts a
- * barrier between this and any matmul reading other threads' rows. */
+ * barrier between this and any matmul reading other threads' rows. Private batches (every
+ * src row visible to this thread) go whole into this thread's buffers: no barrier. */
 static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *src,
-                     size_t src_stride, uint32_t n_tok, uint32_t lo, uint32_t hi,
+                     size_t src_stride, uint32_t n_tok, uint32_t lo, uint32_t hi, uint32_t ith,
                      struct pl_mm_act *ret) {
-    const struct pl_mm_tile_kernel *tk = tile_kernel(w, n_tok);
+    const struct pl_mm_tile_kernel *tk = tile_kernel(w);
     *ret = (struct pl_mm_act){.xq = c->xq, .stride = c->xq_stride, .tk = tk,
                               .tiles = c->tiles, .tile_bytes = c->tile_bytes, .n_tok = n_tok};
+    if (is_private(n_tok)) {
+        uint8_t *xq = c->th_xq + (size_t)ith * PRIV * c->xq_stride;
+        uint8_t *vec = c->th_vec + (size_t)ith * PRIV * c->vec_bytes;
+        ret->xq = xq;
+        ret->tiles = vec;
+        ret->tile_bytes = c->vec_bytes;
+        if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
+            ret->xq = (const uint8_t *)src;
+            ret->stride = src_stride * sizeof(float);
+            return;
+        }
+        for (uint32_t t = 0; t < n_tok; t++) {
+            w->vk->from_f32(src + (size_t)t * src_stride, xq + (size_t)t * c->xq_stride,
+                            w->n_cols);
+            if (tk)
+                tk->prep(xq + (size_t)t * c->xq_stride, w->n_cols,
+                         vec + (size_t)t * c->vec_bytes, 1, 0);
+        }
+        return;
+    }
     if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
         ret->xq = (const uint8_t *)src;
         ret->stride = src_stride * sizeof(float);
@@ -122,7 +177,7 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
         w->vk->from_f32(src + (size_t)t * src_stride, xq, w->n_cols);
         if (tk)
             tk->prep(xq, w->n_cols, c->tiles + (size_t)(t / PL_MM_TILE) * c->tile_bytes,
-                     t % PL_MM_TILE);
+                     PL_MM_TILE, t % PL_MM_TILE);
     }
     if (tk && hi == n_tok)
         for (uint32_t t = n_tok; t % PL_MM_TILE; t++)
@@ -131,10 +186,10 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
 }
 
 /* Weights a and b can share one activation preparation. */
-static bool same_act(const struct pl_weight *a, const struct pl_weight *b, uint32_t n_tok) {
+static bool same_act(const struct pl_weight *a, const struct pl_weight *b) {
     if (a->k->vec_dot_type != b->k->vec_dot_type || a->n_cols != b->n_cols)
         return false;
-    const struct pl_mm_tile_kernel *ta = tile_kernel(a, n_tok), *tb = tile_kernel(b, n_tok);
+    const struct pl_mm_tile_kernel *ta = tile_kernel(a), *tb = tile_kernel(b);
     if (!ta || !tb)
         return !ta && !tb;
     return ta->act_type == tb->act_type && ta->layout == tb->layout;
@@ -149,15 +204,17 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
                          const float *src, size_t src_stride, uint32_t n_tok, uint32_t ith,
                          uint32_t nth) {
     uint32_t lo, hi;
+    const bool priv = is_private(n_tok);
     split(n_tok, ith, nth, &lo, &hi);
     for (uint32_t i = 0; i < n_w;) {
         uint32_t j;
         struct pl_mm_act act;
-        if (i > 0) /* others may still read xq / the tiles of the previous group */
+        if (i > 0 && !priv) /* others may still read xq / the tiles of the previous group */
             pl_threadpool_barrier(c->pool);
-        prep_act(c, ws[i], src, src_stride, n_tok, lo, hi, &act);
-        pl_threadpool_barrier(c->pool);
-        for (j = i; j < n_w && same_act(ws[i], ws[j], n_tok); j++) {
+        prep_act(c, ws[i], src, src_stride, n_tok, lo, hi, ith, &act);
+        if (!priv)
+            pl_threadpool_barrier(c->pool);
+        for (j = i; j < n_w && same_act(ws[i], ws[j]); j++) {
             uint32_t r_lo, r_hi;
             split(ws[j]->n_rows, ith, nth, &r_lo, &r_hi);
             pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j],
@@ -170,16 +227,17 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
 /* The FFN's gate and up projections and silu(gate) * up into c->hg: fused row by row when
  * the two weights share a type (one activation preparation, no up buffer), else two
  * products and a separate pass. Ends without a barrier. */
-static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, uint32_t n_tok,
-                        uint32_t ith, uint32_t nth) {
+static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float *src,
+                        uint32_t n_tok, uint32_t ith, uint32_t nth) {
     const uint32_t n_embd = c->m->hp.n_embd, n_ff = c->m->hp.n_ff;
     uint32_t lo, hi, r_lo, r_hi;
 
     if (l->w_gate.type == l->w_up.type) {
         struct pl_mm_act act;
         split(n_tok, ith, nth, &lo, &hi);
-        prep_act(c, &l->w_gate, c->xb, n_embd, n_tok, lo, hi, &act);
-        pl_threadpool_barrier(c->pool);
+        prep_act(c, &l->w_gate, src, n_embd, n_tok, lo, hi, ith, &act);
+        if (!is_private(n_tok))
+            pl_threadpool_barrier(c->pool);
         split(n_ff, ith, nth, &r_lo, &r_hi);
         pl_matmul_swiglu_rows(&l->w_gate, &l->w_up, &act, c->hg, n_ff, r_lo, r_hi);
         return;
@@ -188,7 +246,7 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, uint32_t n_t
     float *outs[2] = {c->hg, c->hu};
     const float *bs[2] = {NULL, NULL};
     const bool acc[2] = {false, false};
-    matmul_group(c, ws, outs, bs, acc, 2, c->xb, n_embd, n_tok, ith, nth);
+    matmul_group(c, ws, outs, bs, acc, 2, src, n_embd, n_tok, ith, nth);
     pl_threadpool_barrier(c->pool);
     /* By rows of n_ff (columns of hg), so one token is shared by every thread. */
     split(n_ff, ith, nth, &r_lo, &r_hi);
@@ -349,20 +407,20 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
             (const uint8_t *)m->tok_embd.data + (size_t)b->token[t] * m->tok_embd.row_bytes;
         m->tok_embd.k->to_f32(row, c->x + (size_t)t * n_embd, n_embd);
     }
+    if (is_private(n)) /* every thread reads every row of x next */
+        pl_threadpool_barrier(c->pool);
 
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct pl_layer *l = &m->layers[il];
 
         /* Attention norm; Q, K, V. Rows [lo, hi) of xb are this thread's own. */
-        for (uint32_t t = lo; t < hi; t++)
-            rmsnorm(c->xb + (size_t)t * n_embd, c->x + (size_t)t * n_embd, l->attn_norm.data,
-                    n_embd, hp->rms_eps);
+        const float *xn = norm_rows(c, l->attn_norm.data, n, lo, hi, ith);
         {
             const struct pl_weight *ws[3] = {&l->wq, &l->wk, &l->wv};
             float *outs[3] = {c->q, c->k, c->v};
             const float *bs[3] = {l->bq.data, l->bk.data, l->bv.data};
             const bool acc[3] = {false, false, false};
-            matmul_group(c, ws, outs, bs, acc, 3, c->xb, n_embd, n, ith, nth);
+            matmul_group(c, ws, outs, bs, acc, 3, xn, n_embd, n, ith, nth);
         }
         pl_threadpool_barrier(c->pool);
 
@@ -407,10 +465,8 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
         pl_threadpool_barrier(c->pool);
 
         /* FFN: norm, gate and up, silu(gate) * up, down + residual. */
-        for (uint32_t t = lo; t < hi; t++)
-            rmsnorm(c->xb + (size_t)t * n_embd, c->x + (size_t)t * n_embd, l->ffn_norm.data,
-                    n_embd, hp->rms_eps);
-        ffn_gate_up(c, l, n, ith, nth);
+        xn = norm_rows(c, l->ffn_norm.data, n, lo, hi, ith);
+        ffn_gate_up(c, l, xn, n, ith, nth);
         pl_threadpool_barrier(c->pool);
         {
             const struct pl_weight *ws[1] = {&l->w_down};
@@ -426,16 +482,22 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
      * then the output projection straight into the caller's buffer. */
     if (c->n_out == 0)
         return;
+    float *xo = c->xb;
     split(c->n_out, ith, nth, &lo, &hi);
+    if (is_private(c->n_out)) {
+        xo = c->th_xb + (size_t)ith * PRIV * n_embd;
+        lo = 0;
+        hi = c->n_out;
+    }
     for (uint32_t k = lo; k < hi; k++)
-        rmsnorm(c->xb + (size_t)k * n_embd, c->x + (size_t)c->out_rows[k] * n_embd,
+        rmsnorm(xo + (size_t)k * n_embd, c->x + (size_t)c->out_rows[k] * n_embd,
                 m->output_norm.data, n_embd, hp->rms_eps);
     {
         const struct pl_weight *ws[1] = {&m->output};
         float *outs[1] = {c->out};
         const float *bs[1] = {NULL};
         const bool acc[1] = {false};
-        matmul_group(c, ws, outs, bs, acc, 1, c->xb, n_embd, c->n_out, ith, nth);
+        matmul_group(c, ws, outs, bs, acc, 1, xo, n_embd, c->n_out, ith, nth);
     }
     /* The pool's final barrier publishes the logits to the caller. */
 }
@@ -457,6 +519,9 @@ void pl_ctx_free(struct pl_ctx *c) {
     free(c->hu);
     free(c->xq);
     free(c->tiles);
+    free(c->th_xb);
+    free(c->th_xq);
+    free(c->th_vec);
     free(c->th_scores);
     free(c->th_rope);
     free(c->th_qh);
@@ -477,8 +542,8 @@ static size_t max_act_row(const struct pl_weight *w, size_t cur) {
     return w->k->vec_dot_type == PL_GGML_TYPE_F32 ? cur : PL_MAX(cur, w->act_row_bytes);
 }
 
-static size_t max_tile(const struct pl_weight *w, size_t cur) {
-    return pl_mm_tile_kernel(w->type, w->n_cols) ? PL_MAX(cur, pl_mm_tile_bytes(w->n_cols))
+static size_t max_tile(const struct pl_weight *w, size_t cur, uint32_t nt) {
+    return pl_mm_tile_kernel(w->type, w->n_cols) ? PL_MAX(cur, pl_mm_lay_bytes(w->n_cols, nt))
                                                  : cur;
 }
 
@@ -527,7 +592,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
         goto fail;
 
     /* The widest activation row any matmul input needs in its vec_dot_type. */
-    size_t act = 0, tile = 0;
+    size_t act = 0, tile = 0, vec = 0;
     bool need_hu = false;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct pl_layer *l = &m->layers[il];
@@ -535,14 +600,17 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
                                          &l->w_gate, &l->w_up, &l->w_down};
         for (size_t i = 0; i < PL_ARRAY_SIZE(ws); i++) {
             act = max_act_row(ws[i], act);
-            tile = max_tile(ws[i], tile);
+            tile = max_tile(ws[i], tile, PL_MM_TILE);
+            vec = max_tile(ws[i], vec, 1);
         }
         need_hu |= l->w_gate.type != l->w_up.type;
     }
     act = max_act_row(&m->output, act);
-    tile = max_tile(&m->output, tile);
+    tile = max_tile(&m->output, tile, PL_MM_TILE);
+    vec = max_tile(&m->output, vec, 1);
     c->xq_stride = PL_ALIGN_UP(act, (size_t)64);
     c->tile_bytes = tile;
+    c->vec_bytes = PL_ALIGN_UP(vec, (size_t)64);
     c->n_chunk = PL_MIN(o.n_batch, CHUNK);
 
     const size_t nb = c->n_chunk, nt = c->n_threads;
@@ -559,6 +627,15 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
         void *p = NULL;
         if (posix_memalign(&p, 64, (nb + PL_MM_TILE - 1) / PL_MM_TILE * tile) == 0)
             c->tiles = p;
+        p = NULL;
+        if (posix_memalign(&p, 64, nt * PRIV * c->vec_bytes) == 0)
+            c->th_vec = p;
+    }
+    c->th_xb = alloc3(nt * PRIV, hp->n_embd, sizeof(float));
+    {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, nt * PRIV * c->xq_stride + 64) == 0)
+            c->th_xq = p;
     }
     c->th_scores = alloc3(nt, o.n_ctx, sizeof(float));
     c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
@@ -568,7 +645,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
         !c->th_scores || !c->th_rope || !c->th_qh || !c->seq_count ||
-        !c->out_rows || (tile > 0 && !c->tiles)) {
+        !c->out_rows || (tile > 0 && (!c->tiles || !c->th_vec)) || !c->th_xb || !c->th_xq) {
         r = -ENOMEM;
         goto fail;
     }

@@ -46,7 +46,7 @@ const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
 }
 
 size_t pl_mm_tile_bytes(int64_t n) {
-    return (size_t)(n / 256) * PL_MM_TILE * (256u + 32u + 64u);
+    return pl_mm_lay_bytes(n, PL_MM_TILE);
 }
 
 void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
@@ -76,6 +76,20 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const uint8_t *wd = w->data;
     const uint32_t n_tok = act->n_tok;
 
+    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK) {
+        float tmp[ROW_BLOCK];
+        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
+            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
+            for (uint32_t t = 0; t < n_tok; t++) {
+                act->tk->vec_rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
+                                  act->tiles + (size_t)t * act->tile_bytes, tmp);
+                for (uint32_t r = 0; r < nr; r++)
+                    store(out + (size_t)t * out_stride + r0 + r, tmp[r], bias, r0 + r,
+                          accumulate);
+            }
+        }
+        return;
+    }
     if (act->tk) {
         float tmp[ROW_BLOCK * PL_MM_TILE];
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
@@ -112,6 +126,20 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const uint32_t n_tok = act->n_tok;
     const size_t rb = gate->row_bytes;
 
+    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK) {
+        float tg[ROW_BLOCK], tu[ROW_BLOCK];
+        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
+            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
+            for (uint32_t t = 0; t < n_tok; t++) {
+                const uint8_t *v = act->tiles + (size_t)t * act->tile_bytes;
+                act->tk->vec_rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, v, tg);
+                act->tk->vec_rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, v, tu);
+                for (uint32_t r = 0; r < nr; r++)
+                    out[(size_t)t * out_stride + r0 + r] = silu(tg[r]) * tu[r];
+            }
+        }
+        return;
+    }
     if (act->tk) {
         float tg[ROW_BLOCK * PL_MM_TILE], tu[ROW_BLOCK * PL_MM_TILE];
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {

@@ -15,38 +15,61 @@
 struct pl_weight;
 
 #define PL_MM_TILE 16u          /* tokens per activation tile */
-#define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: per-row dot products */
+#define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: one vector layout per token (decode) */
 
 /* A tiled kernel for one weight type (engine/arch/<isa>/matmul_*.c). Tiles hold super-blocks
  * of 256 elements (n % 256 == 0); the lane layout (layout: sub-blocks of 32 or 16 elements)
- * is shared by the weight types with the same act_type and layout. */
+ * is shared by the weight types with the same act_type and layout. A layout holds nt token
+ * slots: PL_MM_TILE for prefill tiles, 1 for the decode vectors. */
 struct pl_mm_tile_kernel {
     uint32_t act_type; /* enum pl_ggml_type the prep reads: the weight's vec_dot_type */
     uint32_t layout;   /* 32 or 16: sub-block size of the lane layout */
-    /* Repack one activation row xq (act_type, n elements) into slot t of a tile. */
-    void (*prep)(const void *xq, int64_t n, uint8_t *tile, uint32_t t);
+    /* Repack one activation row xq (act_type, n elements) into slot t of a layout of nt
+     * slots. */
+    void (*prep)(const void *xq, int64_t n, uint8_t *buf, uint32_t nt, uint32_t t);
     /* out[r * PL_MM_TILE + t] = w row r . tile slot t, for r < n_rows, every slot. */
     void (*rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                  const uint8_t *tile, float *out);
+    /* Decode: out[r] = w row r . vec for r < n_rows, vec a one-slot layout. Same sums per
+     * super-block as rows(), so a token gets the same result either way up to the order of
+     * the final additions. */
+    void (*vec_rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                     const uint8_t *vec, float *out);
 };
 
-/* Tile layout for rows of n_sb = n / 256 super-blocks:
- *   qs  [n_sb][PL_MM_TILE][256] int8, in the kernel's lane order;
- *   da  [n_sb][PL_MM_TILE][8]   float: the activation scale of each 32-element block;
- *   fs  [n_sb][16][PL_MM_TILE]  float: scale x sum of the int8 values of each sub-block of
- *                               `layout` elements (8 or 16 per super-block), for the
- *                               weights' offsets and mins. */
-static inline int8_t *pl_mm_tile_qs(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
+/* Layout of nt slots for rows of n_sb = n / 256 super-blocks:
+ *   qs  [n_sb][nt][256] int8, in the kernel's lane order;
+ *   da  [n_sb][nt][8]   float: the activation scale of each 32-element block;
+ *   fs  [n_sb][16][nt]  float: scale x sum of the int8 values of each sub-block of
+ *                       `layout` elements (8 or 16 per super-block), for the weights'
+ *                       offsets and mins. */
+static inline int8_t *pl_mm_lay_qs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
+                                   uint32_t t) {
     (void)n;
-    return (int8_t *)(tile + ((size_t)s * PL_MM_TILE + t) * 256u);
+    return (int8_t *)(buf + ((size_t)s * nt + t) * 256u);
+}
+static inline float *pl_mm_lay_da(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
+                                  uint32_t t) {
+    return (float *)(void *)(buf + (size_t)(n / 256) * nt * 256u) + ((size_t)s * nt + t) * 8u;
+}
+static inline float *pl_mm_lay_fs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
+                                  uint32_t j) {
+    return (float *)(void *)(buf + (size_t)(n / 256) * nt * (256u + 32u)) +
+           ((size_t)s * 16u + j) * nt;
+}
+static inline int8_t *pl_mm_tile_qs(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
+    return pl_mm_lay_qs(tile, n, PL_MM_TILE, s, t);
 }
 static inline float *pl_mm_tile_da(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
-    return (float *)(void *)(tile + (size_t)(n / 256) * PL_MM_TILE * 256u) +
-           ((size_t)s * PL_MM_TILE + t) * 8u;
+    return pl_mm_lay_da(tile, n, PL_MM_TILE, s, t);
 }
 static inline float *pl_mm_tile_fs(uint8_t *tile, int64_t n, int64_t s, uint32_t j) {
-    return (float *)(void *)(tile + (size_t)(n / 256) * PL_MM_TILE * (256u + 32u)) +
-           ((size_t)s * 16u + j) * PL_MM_TILE;
+    return pl_mm_lay_fs(tile, n, PL_MM_TILE, s, j);
+}
+
+/* Bytes of a layout of nt slots for rows of n elements (n % 256 == 0). */
+static inline size_t pl_mm_lay_bytes(int64_t n, uint32_t nt) {
+    return (size_t)(n / 256) * nt * (256u + 32u + 64u);
 }
 
 /* Bytes of one tile for rows of n elements (n % 256 == 0). */
@@ -65,7 +88,9 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
 #endif
 
 /* Activations of one matmul: n_tok rows in the weight's vec_dot_type at xq (stride bytes
- * apart); with tk, also repacked into ceil(n_tok / PL_MM_TILE) tiles of tile_bytes. */
+ * apart); with tk, also repacked: into ceil(n_tok / PL_MM_TILE) tiles of tile_bytes when
+ * n_tok >= PL_MM_MIN_TILED_TOK, else into n_tok one-slot layouts (tile_bytes apart) for
+ * tk->vec_rows. */
 struct pl_mm_act {
     const uint8_t *xq;
     size_t stride;

@@ -6,7 +6,10 @@
  * super-block). Lanes never mix sub-blocks, so the sub-block scales are applied by one
  * float multiply per token and super-block; the weights' offsets and mins (Q4_0's -8,
  * Q8_0's +128 bias, Q6_K's -32, Q4_K's mins) are applied once per row for all 16 tokens
- * through the tile's per-sub-block activation sums. Compiled with -mavx512{f,bw,vl,vnni};
+ * through the tile's per-sub-block activation sums. Decode (one token) uses the same
+ * unpacking and lane layout with a one-slot layout per token, two weight rows at a time
+ * with software prefetch. Q4_0/Q8_0 super-blocks are gathered from their 18/34-byte blocks
+ * by word permutes (every field sits at an even offset). Compiled with -mavx512{f,bw,vl,vnni};
  * matmul.c calls it only on CPUs that have them. Integer sums are exact; float rounding
  * differs from the per-row dot products only in the order of additions. */
 #include <immintrin.h>
@@ -25,46 +28,46 @@ _Static_assert(PL_MM_TILE == 16, "the kernels below hold 16 token accumulators")
 
 /* Layout 32 (Q8_K): qword 8k + j of the super-block = qword 4j + k of the source, so lane
  * pair (2j, 2j + 1) of register k holds elements 32j + 8k .. 32j + 8k + 7. */
-static void prep_q8_K_32(const void *xq, int64_t n, uint8_t *tile, uint32_t t) {
+static void prep_q8_K_32(const void *xq, int64_t n, uint8_t *tile, uint32_t nt, uint32_t t) {
     const struct pl_block_q8_K *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
-        int8_t *q = pl_mm_tile_qs(tile, n, s, t);
+        int8_t *q = pl_mm_lay_qs(tile, n, nt, s, t);
         for (int k = 0; k < 4; k++)
             for (int j = 0; j < 8; j++)
                 memcpy(q + 8 * (8 * k + j), b[s].qs + 8 * (4 * j + k), 8);
-        float *da = pl_mm_tile_da(tile, n, s, t);
+        float *da = pl_mm_lay_da(tile, n, nt, s, t);
         for (int j = 0; j < 8; j++)
             da[j] = b[s].d;
         for (uint32_t j = 0; j < 16; j++)
-            pl_mm_tile_fs(tile, n, s, j)[t] =
+            pl_mm_lay_fs(tile, n, nt, s, j)[t] =
                 j < 8 ? b[s].d * (float)(b[s].bsums[2 * j] + b[s].bsums[2 * j + 1]) : 0.0f;
     }
 }
 
 /* Layout 16 (Q8_K): dword 16k + j = dword 4j + k of the source, so lane j of register k
  * holds elements 16j + 4k .. 16j + 4k + 3. */
-static void prep_q8_K_16(const void *xq, int64_t n, uint8_t *tile, uint32_t t) {
+static void prep_q8_K_16(const void *xq, int64_t n, uint8_t *tile, uint32_t nt, uint32_t t) {
     const struct pl_block_q8_K *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
-        int8_t *q = pl_mm_tile_qs(tile, n, s, t);
+        int8_t *q = pl_mm_lay_qs(tile, n, nt, s, t);
         for (int k = 0; k < 4; k++)
             for (int j = 0; j < 16; j++)
                 memcpy(q + 4 * (16 * k + j), b[s].qs + 4 * (4 * j + k), 4);
-        float *da = pl_mm_tile_da(tile, n, s, t);
+        float *da = pl_mm_lay_da(tile, n, nt, s, t);
         for (int j = 0; j < 8; j++)
             da[j] = b[s].d;
         for (uint32_t j = 0; j < 16; j++)
-            pl_mm_tile_fs(tile, n, s, j)[t] = b[s].d * (float)b[s].bsums[j];
+            pl_mm_lay_fs(tile, n, nt, s, j)[t] = b[s].d * (float)b[s].bsums[j];
     }
 }
 
 /* Layout 32 (Q8_0): block j of the super-block's 8 feeds lanes 2j, 2j + 1: qword 8k + j =
  * qword k of block j. */
-static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *tile, uint32_t t) {
+static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *tile, uint32_t nt, uint32_t t) {
     const struct pl_block_q8_0 *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
-        int8_t *q = pl_mm_tile_qs(tile, n, s, t);
-        float *da = pl_mm_tile_da(tile, n, s, t);
+        int8_t *q = pl_mm_lay_qs(tile, n, nt, s, t);
+        float *da = pl_mm_lay_da(tile, n, nt, s, t);
         for (int j = 0; j < 8; j++) {
             const struct pl_block_q8_0 *bj = &b[8 * s + j];
             int sum = 0;
@@ -73,22 +76,23 @@ static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *tile, uint32_t t) {
             for (int i = 0; i < PL_QK8_0; i++)
                 sum += bj->qs[i];
             da[j] = pl_fp16_to_f32_inline(bj->d);
-            pl_mm_tile_fs(tile, n, s, (uint32_t)j)[t] = da[j] * (float)sum;
+            pl_mm_lay_fs(tile, n, nt, s, (uint32_t)j)[t] = da[j] * (float)sum;
         }
         for (uint32_t j = 8; j < 16; j++)
-            pl_mm_tile_fs(tile, n, s, j)[t] = 0.0f;
+            pl_mm_lay_fs(tile, n, nt, s, j)[t] = 0.0f;
     }
 }
 
 /* ---- Weight unpacking: one super-block of one row ---- */
 
 /* An unpacked super-block: four registers of unsigned bytes in the tile's lane order, the
- * float scale of each lane's sub-block, and per sub-block the coefficient c_j such that the
- * row's result is sum(lanes) - sum_j c_j * fs_j. */
+ * float scale of each lane's sub-block, and per sub-block j (lane j of cmin, 0 past the
+ * last sub-block) the coefficient c_j such that the row's result is sum(lanes) -
+ * sum_j c_j * fs_j. */
 struct unpacked {
     __m512i w[4];
     __m512 scale;
-    float c[16];
+    __m512 cmin;
 };
 
 static inline float h2f(uint16_t h) {
@@ -112,15 +116,19 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u
     memcpy(&w1, b->scales + 4, 4);
     memcpy(&w2, b->scales + 8, 4);
     const uint32_t m6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-    uint32_t sc[2] = {w0 & m6, (w2 & k4) | (((w0 >> 6) & k2) << 4)};
-    uint32_t mn[2] = {w1 & m6, ((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4)};
-    __m128i s8 = _mm_loadl_epi64((const __m128i *)(const void *)sc);
+    const uint64_t sc = (uint64_t)(w0 & m6) |
+                        (uint64_t)((w2 & k4) | (((w0 >> 6) & k2) << 4)) << 32;
+    const uint64_t mn = (uint64_t)(w1 & m6) |
+                        (uint64_t)(((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4)) << 32;
+    __m128i s8 = _mm_cvtsi64_si128((long long)sc);
     s8 = _mm_unpacklo_epi8(s8, s8); /* byte l = scale of sub-block l / 2 */
-    const float d = h2f(b->d), dmin = h2f(b->dmin);
+    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d |
+                                                          (uint32_t)b->dmin << 16)));
+    const float d = _mm_cvtss_f32(dd), dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
     u->scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)), _mm512_set1_ps(d));
-    const uint8_t *m8 = (const uint8_t *)mn;
-    for (int j = 0; j < 8; j++)
-        u->c[j] = dmin * (float)m8[j];
+    u->cmin = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn))),
+        _mm512_set1_ps(dmin));
 }
 
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u) {
@@ -146,54 +154,110 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u
     __m512 sc = _mm512_cvtepi32_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
     u->scale = _mm512_mul_ps(sc, _mm512_set1_ps(d));
-    for (int j = 0; j < 16; j++)
-        u->c[j] = 32.0f * d * (float)b->scales[j];
+    /* 32 * (d * scale) == 32 * d * scale exactly: a power of two. */
+    u->cmin = _mm512_mul_ps(u->scale, _mm512_set1_ps(32.0f));
 }
 
-/* Q4_0 and Q8_0: the super-block is 8 blocks; block j feeds lanes 2j, 2j + 1. */
-static inline void blocks_scale(const float *d8, struct unpacked *u, float bias) {
+/* Q4_0 and Q8_0: the super-block is 8 blocks; block j feeds lanes 2j, 2j + 1. d8 holds the
+ * 8 block scales as fp16 in its low 128 bits. */
+static inline void blocks_scale(__m128i d8h, struct unpacked *u, float bias) {
     const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    u->scale = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_loadu_ps(d8)));
-    for (int j = 0; j < 8; j++)
-        u->c[j] = bias * d8[j];
+    const __m256 d8 = _mm256_cvtph_ps(d8h);
+    u->scale = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(d8));
+    u->cmin = _mm512_zextps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(bias)));
 }
+
+/* Word indices for _mm512_permutex2var_epi16 over (a, b) where a holds bytes [0, 64) and b
+ * bytes [off_b, off_b + 64) of the source: the word at source byte offset o (even). */
+#define W2(o, off_b) ((o) < 64 ? (o) / 2 : 32 + ((o) - (off_b)) / 2)
+
+/* Four Q4_0 blocks (72 bytes) sit in the first 72 bytes of (a = [0, 64), b = [8, 72)). Word
+ * 4j + i (j < 4, i < 4) of the low 256 bits: qs bytes 2i, 2i + 1 of block j; of the high
+ * 256 bits: qs bytes 8 + 2i, 9 + 2i. */
+#define Q40_QW(j, i) W2(18 * (j) + 2 + 2 * (i), 8)
+#define Q40_QW_J(j) Q40_QW(j, 0), Q40_QW(j, 1), Q40_QW(j, 2), Q40_QW(j, 3)
+#define Q40_QH(j, i) W2(18 * (j) + 10 + 2 * (i), 8)
+#define Q40_QH_J(j) Q40_QH(j, 0), Q40_QH(j, 1), Q40_QH(j, 2), Q40_QH(j, 3)
 
 static inline void unpack_q4_0(const uint8_t *row, int64_t s, struct unpacked *u) {
-    const struct pl_block_q4_0 *b = (const struct pl_block_q4_0 *)(const void *)row + 8 * s;
-    uint64_t q[2][8];
-    float d8[8];
-    for (int j = 0; j < 8; j++) {
-        memcpy(&q[0][j], b[j].qs, 8);
-        memcpy(&q[1][j], b[j].qs + 8, 8);
-        d8[j] = h2f(b[j].d);
-    }
+    const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
+    /* _mm512_set_epi16 takes words high to low: reverse order. */
+    const __m512i idx = _mm512_set_epi16(
+        Q40_QH(3, 3), Q40_QH(3, 2), Q40_QH(3, 1), Q40_QH(3, 0), Q40_QH(2, 3), Q40_QH(2, 2),
+        Q40_QH(2, 1), Q40_QH(2, 0), Q40_QH(1, 3), Q40_QH(1, 2), Q40_QH(1, 1), Q40_QH(1, 0),
+        Q40_QH(0, 3), Q40_QH(0, 2), Q40_QH(0, 1), Q40_QH(0, 0), Q40_QW(3, 3), Q40_QW(3, 2),
+        Q40_QW(3, 1), Q40_QW(3, 0), Q40_QW(2, 3), Q40_QW(2, 2), Q40_QW(2, 1), Q40_QW(2, 0),
+        Q40_QW(1, 3), Q40_QW(1, 2), Q40_QW(1, 1), Q40_QW(1, 0), Q40_QW(0, 3), Q40_QW(0, 2),
+        Q40_QW(0, 1), Q40_QW(0, 0));
+    /* The scales: words 0, 9, 18, 27 of each half's first 64 bytes. */
+    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+    const __m512i a0 = _mm512_loadu_si512(p), b0 = _mm512_loadu_si512(p + 8);
+    const __m512i a1 = _mm512_loadu_si512(p + 72), b1 = _mm512_loadu_si512(p + 80);
+    const __m512i h0 = _mm512_permutex2var_epi16(a0, idx, b0); /* blocks 0..3 */
+    const __m512i h1 = _mm512_permutex2var_epi16(a1, idx, b1); /* blocks 4..7 */
+    /* qs bytes 0..7 of every block (qword j = block j), and bytes 8..15. */
+    const __m512i lo = _mm512_shuffle_i64x2(h0, h1, 0x44);
+    const __m512i hi = _mm512_shuffle_i64x2(h0, h1, 0xEE);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512i a = _mm512_loadu_si512(q[0]), c = _mm512_loadu_si512(q[1]);
-    u->w[0] = _mm512_and_si512(a, m4); /* elements 0..7 of each block */
-    u->w[1] = _mm512_and_si512(c, m4); /* 8..15 */
-    u->w[2] = _mm512_and_si512(_mm512_srli_epi64(a, 4), m4); /* 16..23 */
-    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(c, 4), m4); /* 24..31 */
-    blocks_scale(d8, u, 8.0f);
+    u->w[0] = _mm512_and_si512(lo, m4);                       /* elements 0..7 of each block */
+    u->w[1] = _mm512_and_si512(hi, m4);                       /* 8..15 */
+    u->w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4); /* 16..23 */
+    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4); /* 24..31 */
+    blocks_scale(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a0, idx_d, a1)), u, 8.0f);
+}
+
+/* Four Q8_0 blocks (136 bytes) at p: qs bytes 0..15 of each block lie in (a = [0, 64),
+ * b = [64, 128)), bytes 16..31 in (a = [8, 72), b = [72, 136)). */
+#define Q80_A(j, i) W2(34 * (j) + 2 + 2 * (i), 64)
+#define Q80_B(j, i) W2(34 * (j) + 18 + 2 * (i) - 8, 64)
+
+static inline void q8_0_half(const uint8_t *p, __m512i *ret01, __m512i *ret23,
+                             __m128i *ret_d) {
+    /* Low 256 bits: qword j = qs bytes 0..7 (resp. 16..23) of block j; high 256 bits:
+     * bytes 8..15 (resp. 24..31). */
+#define Q80_IDX(M)                                                                            \
+    _mm512_set_epi16(M(3, 7), M(3, 6), M(3, 5), M(3, 4), M(2, 7), M(2, 6), M(2, 5), M(2, 4),   \
+                     M(1, 7), M(1, 6), M(1, 5), M(1, 4), M(0, 7), M(0, 6), M(0, 5), M(0, 4),   \
+                     M(3, 3), M(3, 2), M(3, 1), M(3, 0), M(2, 3), M(2, 2), M(2, 1), M(2, 0),   \
+                     M(1, 3), M(1, 2), M(1, 1), M(1, 0), M(0, 3), M(0, 2), M(0, 1), M(0, 0))
+    const __m512i ia = Q80_IDX(Q80_A), ib = Q80_IDX(Q80_B);
+#undef Q80_IDX
+    /* Scales at bytes 0, 34, 68, 102: words 0, 17 of a, 2, 19 of b. */
+    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
+    const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 64);
+    const __m512i c = _mm512_loadu_si512(p + 8), d = _mm512_loadu_si512(p + 72);
+    *ret01 = _mm512_permutex2var_epi16(a, ia, b);
+    *ret23 = _mm512_permutex2var_epi16(c, ib, d);
+    *ret_d = _mm512_castsi512_si128(_mm512_permutex2var_epi16(a, idx_d, b));
 }
 
 static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u) {
-    const struct pl_block_q8_0 *b = (const struct pl_block_q8_0 *)(const void *)row + 8 * s;
-    uint64_t q[4][8];
-    float d8[8];
-    for (int j = 0; j < 8; j++) {
-        memcpy(&q[0][j], b[j].qs, 8);
-        memcpy(&q[1][j], b[j].qs + 8, 8);
-        memcpy(&q[2][j], b[j].qs + 16, 8);
-        memcpy(&q[3][j], b[j].qs + 24, 8);
-        d8[j] = h2f(b[j].d);
-    }
+    const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q8_0);
+    __m512i x01, x23, y01, y23;
+    __m128i dx, dy;
+    q8_0_half(p, &x01, &x23, &dx);
+    q8_0_half(p + 4 * sizeof(struct pl_block_q8_0), &y01, &y23, &dy);
     const __m512i bias = _mm512_set1_epi8((char)0x80); /* w + 128 as unsigned bytes */
-    for (int k = 0; k < 4; k++)
-        u->w[k] = _mm512_xor_si512(_mm512_loadu_si512(q[k]), bias);
-    blocks_scale(d8, u, 128.0f);
+    u->w[0] = _mm512_xor_si512(_mm512_shuffle_i64x2(x01, y01, 0x44), bias);
+    u->w[1] = _mm512_xor_si512(_mm512_shuffle_i64x2(x01, y01, 0xEE), bias);
+    u->w[2] = _mm512_xor_si512(_mm512_shuffle_i64x2(x23, y23, 0x44), bias);
+    u->w[3] = _mm512_xor_si512(_mm512_shuffle_i64x2(x23, y23, 0xEE), bias);
+    blocks_scale(_mm_unpacklo_epi64(dx, dy), u, 128.0f);
 }
 
-/* ---- The row kernel ---- */
+/* ---- The row kernels ---- */
+
+/* The activation scale of each lane for slot t of super-block s (layout of nt slots). */
+static inline __m512 act_scale(uint8_t *lay, int64_t n, uint32_t nt, int64_t s, uint32_t t,
+                               int act_q8_K) {
+    const float *da = pl_mm_lay_da(lay, n, nt, s, t);
+    if (act_q8_K)
+        return _mm512_set1_ps(da[0]);
+    const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_load_ps(da)));
+}
 
 /* For each of n_rows rows: 16 float accumulators (one per token), 4 vpdpbusd per token and
  * super-block, then sum(lanes) minus the offsets/mins term, computed over token lanes. */
@@ -202,9 +266,6 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
                      const uint8_t *tile, float *out) {                                      \
         const int64_t n_sb = n / 256;                                                         \
         uint8_t *tl = (uint8_t *)(uintptr_t)tile;                                             \
-        const __m512i pairs =                                                                 \
-            _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);                 \
-        (void)pairs;                                                                          \
         for (uint32_t r = 0; r < n_rows; r++) {                                               \
             const uint8_t *row = w + (size_t)r * row_bytes;                                   \
             __m512 acc[T];                                                                    \
@@ -213,9 +274,10 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
                 acc[t] = _mm512_setzero_ps();                                                 \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u;                                                            \
+                float c[16];                                                                  \
                 unpack(row, s, &u);                                                           \
+                _mm512_storeu_ps(c, u.cmin);                                                  \
                 const int8_t *q = pl_mm_tile_qs(tl, n, s, 0);                                 \
-                const float *da = pl_mm_tile_da(tl, n, s, 0);                                 \
                 _Pragma("GCC unroll 16") for (uint32_t t = 0; t < T; t++) {                   \
                     const int8_t *qt = q + 256 * t;                                           \
                     __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[0],           \
@@ -223,18 +285,12 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
                     p = _mm512_dpbusd_epi32(p, u.w[1], _mm512_load_si512(qt + 64));           \
                     p = _mm512_dpbusd_epi32(p, u.w[2], _mm512_load_si512(qt + 128));          \
                     p = _mm512_dpbusd_epi32(p, u.w[3], _mm512_load_si512(qt + 192));          \
-                    __m512 sc;                                                                \
-                    if (act_q8_K)                                                             \
-                        sc = _mm512_mul_ps(u.scale, _mm512_set1_ps(da[8 * t]));               \
-                    else                                                                      \
-                        sc = _mm512_mul_ps(u.scale,                                           \
-                                           _mm512_permutexvar_ps(pairs,                       \
-                                               _mm512_castps256_ps512(                        \
-                                                   _mm256_load_ps(da + 8 * t))));             \
+                    __m512 sc = _mm512_mul_ps(u.scale,                                        \
+                                              act_scale(tl, n, T, s, t, act_q8_K));           \
                     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[t]);              \
                 }                                                                             \
                 for (uint32_t j = 0; j < (n_sub); j++)                                        \
-                    mins = _mm512_fmadd_ps(_mm512_set1_ps(u.c[j]),                            \
+                    mins = _mm512_fmadd_ps(_mm512_set1_ps(c[j]),                              \
                                            _mm512_load_ps(pl_mm_tile_fs(tl, n, s, j)), mins); \
             }                                                                                 \
             float m[T];                                                                       \
@@ -244,15 +300,69 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
         }                                                                                     \
     }
 
+/* Decode: one token. Two rows at a time so the unpacking of one overlaps the other's
+ * dependency chains; the offsets/mins term is accumulated per sub-block lane. The hardware
+ * prefetchers do not run far enough ahead of two interleaved streams: each super-block
+ * step prefetches the same super-block of the next row pair (sb_bytes: super-block size). */
+#define DEFINE_VEC_ROWS(name, unpack, act_q8_K, sb_bytes)                                     \
+    static inline void name##_sb(const uint8_t *row, uint8_t *v, int64_t n, int64_t s,        \
+                                 size_t ahead, __m512 *acc, __m512 *mins) {                   \
+        struct unpacked u;                                                                    \
+        const char *pf = (const char *)row + (size_t)s * (sb_bytes) + ahead;                  \
+        for (size_t o = 0; o < (sb_bytes); o += 64)                                           \
+            _mm_prefetch(pf + o, _MM_HINT_T0);                                                \
+        unpack(row, s, &u);                                                                   \
+        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0);                                        \
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[0], _mm512_load_si512(q)); \
+        p = _mm512_dpbusd_epi32(p, u.w[1], _mm512_load_si512(q + 64));                        \
+        p = _mm512_dpbusd_epi32(p, u.w[2], _mm512_load_si512(q + 128));                       \
+        p = _mm512_dpbusd_epi32(p, u.w[3], _mm512_load_si512(q + 192));                       \
+        __m512 sc = _mm512_mul_ps(u.scale, act_scale(v, n, 1, s, 0, act_q8_K));               \
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, *acc);                              \
+        *mins = _mm512_fmadd_ps(u.cmin, _mm512_loadu_ps(pl_mm_lay_fs(v, n, 1, s, 0)), *mins); \
+    }                                                                                         \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
+                     const uint8_t *vec, float *out) {                                       \
+        const int64_t n_sb = n / 256;                                                         \
+        uint8_t *v = (uint8_t *)(uintptr_t)vec;                                               \
+        uint32_t r = 0;                                                                       \
+        for (; r + 2 <= n_rows; r += 2) {                                                     \
+            const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                        \
+            __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();                        \
+            for (int64_t s = 0; s < n_sb; s++) {                                              \
+                name##_sb(r0, v, n, s, 2 * row_bytes, &a0, &m0);                              \
+                name##_sb(r1, v, n, s, 2 * row_bytes, &a1, &m1);                              \
+            }                                                                                 \
+            out[r] = _mm512_reduce_add_ps(a0) - _mm512_reduce_add_ps(m0);                     \
+            out[r + 1] = _mm512_reduce_add_ps(a1) - _mm512_reduce_add_ps(m1);                 \
+        }                                                                                     \
+        for (; r < n_rows; r++) {                                                             \
+            const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
+            __m512 a0 = _mm512_setzero_ps(), m0 = _mm512_setzero_ps();                        \
+            for (int64_t s = 0; s < n_sb; s++)                                                \
+                name##_sb(r0, v, n, s, row_bytes, &a0, &m0);                                  \
+            out[r] = _mm512_reduce_add_ps(a0) - _mm512_reduce_add_ps(m0);                     \
+        }                                                                                     \
+    }
+
 DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 1)
 DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 1)
 DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 0)
 DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 0)
+DEFINE_VEC_ROWS(vec_q4_K, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
+DEFINE_VEC_ROWS(vec_q6_K, unpack_q6_K, 1, sizeof(struct pl_block_q6_K))
+DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 0, 8 * sizeof(struct pl_block_q4_0))
+DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 0, 8 * sizeof(struct pl_block_q8_0))
 
-static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K};
-static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K};
-static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0};
-static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0};
+static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
+                                                vec_q4_K};
+static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
+                                                vec_q6_K};
+static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
+                                                vec_q4_0};
+static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
+                                                vec_q8_0};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {
