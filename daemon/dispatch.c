@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "dispatch.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/engine_sampler.h"
@@ -101,6 +102,22 @@ static int sampling_params(const Picolm__V1__SamplingParams *sp, struct pl_sampl
     return pl_sampler_params_check(p);
 }
 
+int pl_daemon_dispatch_check_generate(const Picolm__V1__Generate *g,
+                                      struct pl_sampler_params *ret_sp, const char **ret_msg) {
+    if (g->logprobs > 0)
+        return *ret_msg = "logprobs are not supported yet", E_UNSUPPORTED;
+    if ((g->format && g->format[0]) || g->json_schema.len > 0)
+        return *ret_msg = "constrained output is not supported yet", E_UNSUPPORTED;
+    if (g->n_stop > PL_DAEMON_STOP_MAX)
+        return *ret_msg = "too many stop strings (max 8)", E_INVALID;
+    for (size_t i = 0; i < g->n_stop; i++)
+        if (g->stop[i].len == 0 || g->stop[i].len > PL_DAEMON_STOP_MAX_LEN)
+            return *ret_msg = "a stop string is empty or over 64 bytes", E_INVALID;
+    if (sampling_params(g->sampling, ret_sp) < 0)
+        return *ret_msg = "sampling parameters out of range", E_INVALID;
+    return 0;
+}
+
 static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
                        const ProtobufCMessage *msg) {
     const Picolm__V1__Generate *g = (const Picolm__V1__Generate *)msg;
@@ -114,17 +131,10 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
         return reply_error(d, s, id, E_SHUTDOWN, "the daemon is shutting down");
     if (pl_daemon_session_req_find(s, id))
         return reply_error(d, s, id, E_INVALID, "request_id is already in flight");
-    if (g->logprobs > 0)
-        return reply_error(d, s, id, E_UNSUPPORTED, "logprobs are not supported yet");
-    if ((g->format && g->format[0]) || g->json_schema.len > 0)
-        return reply_error(d, s, id, E_UNSUPPORTED, "constrained output is not supported yet");
-    if (g->n_stop > PL_DAEMON_STOP_MAX)
-        return reply_error(d, s, id, E_INVALID, "too many stop strings (max 8)");
-    for (size_t i = 0; i < g->n_stop; i++)
-        if (g->stop[i].len == 0 || g->stop[i].len > PL_DAEMON_STOP_MAX_LEN)
-            return reply_error(d, s, id, E_INVALID, "a stop string is empty or over 64 bytes");
-    if (sampling_params(g->sampling, &sp) < 0)
-        return reply_error(d, s, id, E_INVALID, "sampling parameters out of range");
+    const char *why = NULL;
+    int code = pl_daemon_dispatch_check_generate(g, &sp, &why);
+    if (code != 0)
+        return reply_error(d, s, id, code, why);
 
     struct pl_daemon_req *q = pl_daemon_session_req_alloc(s);
     if (!q)
@@ -306,6 +316,24 @@ static const struct rule rules[_PL_DAEMON_REC_CLIENT_MAX] = {
                                           on_model_info},
 };
 
+int pl_daemon_dispatch_decode(uint32_t type, uint32_t state, const uint8_t *buf, uint32_t len,
+                              struct pl_daemon_arena *arena, ProtobufCMessage **ret_msg,
+                              const char **ret_why) {
+    if (type >= _PL_DAEMON_REC_CLIENT_MAX || !rules[type].fn)
+        return *ret_why = "unknown record type", -PL_ERR_PROTOCOL;
+    const struct rule *ru = &rules[type];
+    if (state >= 32 || !(ru->states & (1u << state)))
+        return *ret_why = "record not allowed in this state", -PL_ERR_PROTOCOL;
+    if (len > ru->max_len)
+        return *ret_why = "record over its type's size limit", -PL_ERR_PROTOCOL;
+    pl_daemon_arena_reset(arena);
+    ProtobufCMessage *m = protobuf_c_message_unpack(ru->desc, &arena->pb, len, buf);
+    if (!m)
+        return *ret_why = "malformed protobuf", -PL_ERR_PROTOCOL;
+    *ret_msg = m;
+    return 0;
+}
+
 static int protocol_error(struct pl_daemon *d, struct pl_daemon_session *s, const char *what,
                           uint32_t type, uint32_t len) {
     d->n_protocol_errors++;
@@ -348,18 +376,11 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
             return protocol_error(d, s, r == -EMSGSIZE ? "record larger than allowed"
                                                        : "broken submission ring",
                                   0, 0);
-        if (type >= _PL_DAEMON_REC_CLIENT_MAX || !rules[type].fn)
-            return protocol_error(d, s, "unknown record type", type, len);
-        const struct rule *ru = &rules[type];
-        if (!(ru->states & (1u << s->state)))
-            return protocol_error(d, s, "record not allowed in this state", type, len);
-        if (len > ru->max_len)
-            return protocol_error(d, s, "record over its type's size limit", type, len);
-        pl_daemon_arena_reset(&s->arena);
-        ProtobufCMessage *m = protobuf_c_message_unpack(ru->desc, &s->arena.pb, len, s->rx);
-        if (!m)
-            return protocol_error(d, s, "malformed protobuf", type, len);
-        r = ru->fn(d, s, m);
+        ProtobufCMessage *m = NULL;
+        const char *why = NULL;
+        if (pl_daemon_dispatch_decode(type, s->state, s->rx, len, &s->arena, &m, &why) < 0)
+            return protocol_error(d, s, why, type, len);
+        r = rules[type].fn(d, s, m);
         pl_daemon_arena_reset(&s->arena); /* everything unpacked is gone */
         if (r < 0)
             return r;
