@@ -45,6 +45,7 @@ struct pl_ctx {
     float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
     float kq_scale;               /* 1 / sqrt(head_dim) */
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
+    const struct pl_mm_attn_kernels *attn; /* vector attention (F16 cache), or NULL */
 
     /* Scratch, [n_chunk][...] row-major. */
     float *x;        /* [n_chunk][n_embd] residual stream */
@@ -337,9 +338,19 @@ static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32
 
     /* Scores, scaled after the dot product (ggml_soft_max_ext with scale). */
     float max = -INFINITY;
+    const struct pl_mm_attn_kernels *ak = f16 ? c->attn : NULL;
     for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
         const uint8_t *kb = pl_kv_k_block(kv, il, seq, bi) + head_off;
         uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
+        if (ak) {
+            ak->kq(kb, kv->row_bytes, n, qx, hd, scores + b0);
+            for (uint32_t s = 0; s < n; s++) {
+                float sc = scores[b0 + s] * c->kq_scale;
+                scores[b0 + s] = sc;
+                max = sc > max ? sc : max;
+            }
+            continue;
+        }
         for (uint32_t s = 0; s < n; s++) {
             const void *kr = kb + (size_t)s * kv->row_bytes;
             float acc = 0.0f;
@@ -371,6 +382,13 @@ static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32
     for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
         const uint8_t *vb = pl_kv_v_block(kv, il, seq, bi) + head_off;
         uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
+        if (ak) {
+            /* The probabilities rounded to f16 in place (each is read once). */
+            for (uint32_t s = 0; s < n; s++)
+                scores[b0 + s] = round_to_f16(scores[b0 + s] * inv);
+            ak->pv(vb, kv->row_bytes, n, scores + b0, hd, o);
+            continue;
+        }
         for (uint32_t s = 0; s < n; s++) {
             const void *vr = vb + (size_t)s * kv->row_bytes;
             float p = scores[b0 + s] * inv;
@@ -581,6 +599,8 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
     c->kv_k = pl_quant_kernels(o.kv_type == PL_KV_F16 ? PL_GGML_TYPE_F16 : PL_GGML_TYPE_F32);
     (void)pthread_once(&fp16_table_once, fp16_table_fill);
+    if (hp->head_dim % 16 == 0)
+        c->attn = pl_mm_attn_kernels();
     if (!c->kv_k || (o.kv_type == PL_KV_F16 && !c->kv_k->from_f32)) {
         r = -PL_ERR_UNSUPPORTED;
         goto fail;
@@ -749,4 +769,8 @@ uint32_t pl_ctx_kv_used(const struct pl_ctx *c) {
 
 uint32_t pl_ctx_kv_total(const struct pl_ctx *c) {
     return c ? c->kv.n_blocks * PL_KV_BLOCK_TOKENS : 0;
+}
+
+struct pl_kv *pl_ctx_kv(struct pl_ctx *c) {
+    return &c->kv;
 }

@@ -45,6 +45,15 @@ const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
     return NULL;
 }
 
+const struct pl_mm_attn_kernels *pl_mm_attn_kernels(void) {
+    (void)pthread_once(&choose_once, choose);
+#ifdef PL_MM_HAVE_AVX512
+    if (use_avx512)
+        return pl_mm_avx512_attn();
+#endif
+    return NULL;
+}
+
 size_t pl_mm_tile_bytes(int64_t n) {
     return pl_mm_lay_bytes(n, PL_MM_TILE);
 }
