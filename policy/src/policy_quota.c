@@ -116,6 +116,17 @@ int pl_policy_bucket_take(struct pl_policy_bucket *b, uint64_t n, uint64_t now_n
     return 0;
 }
 
+void pl_policy_bucket_refund(struct pl_policy_bucket *b, uint64_t n, uint64_t now_ns) {
+    if (b->rate == PL_POLICY_UNLIMITED)
+        return;
+    refill(b, now_ns);
+    uint64_t give, room = b->cap_nt - b->level_nt;
+    if (pl_mul_overflow(n, NT_PER_TOKEN, &give) || give >= room)
+        b->level_nt = b->cap_nt;
+    else
+        b->level_nt += give;
+}
+
 uint64_t pl_policy_bucket_wait_ns(struct pl_policy_bucket *b, uint64_t n, uint64_t now_ns) {
     if (b->rate == PL_POLICY_UNLIMITED)
         return 0;

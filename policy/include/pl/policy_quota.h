@@ -58,6 +58,9 @@ uint64_t pl_policy_bucket_available(struct pl_policy_bucket *b, uint64_t now_ns)
  * NULL, fills *ret with PL_POLICY_LIMIT_RATE. */
 int pl_policy_bucket_take(struct pl_policy_bucket *b, uint64_t n, uint64_t now_ns,
                           struct pl_policy_refusal *ret);
+/* Give back n tokens taken earlier and not used (a request reserved its whole budget and
+ * ended early), at most up to the burst. */
+void pl_policy_bucket_refund(struct pl_policy_bucket *b, uint64_t n, uint64_t now_ns);
 /* Nanoseconds from now_ns until n tokens will be available (0: now; UINT64_MAX: never, i.e.
  * n exceeds the burst or the rate is 0). For a scheduler that defers instead of refusing. */
 uint64_t pl_policy_bucket_wait_ns(struct pl_policy_bucket *b, uint64_t n, uint64_t now_ns);

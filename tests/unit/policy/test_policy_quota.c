@@ -127,6 +127,25 @@ static void test_bucket_set_keeps_level(void **state) {
     assert_int_equal(pl_policy_bucket_available(&b, 2 * SEC), 5);
 }
 
+static void test_bucket_refund_caps_at_burst(void **state) {
+    (void)state;
+    struct pl_policy_bucket b;
+    uint64_t t = 5000 * MS;
+    pl_policy_bucket_init(&b, 10, 30, t);
+    assert_int_equal(pl_policy_bucket_take(&b, 25, t, NULL), 0);
+    assert_int_equal(pl_policy_bucket_available(&b, t), 5);
+    pl_policy_bucket_refund(&b, 12, t);
+    assert_int_equal(pl_policy_bucket_available(&b, t), 17);
+    pl_policy_bucket_refund(&b, 100, t); /* never above the burst */
+    assert_int_equal(pl_policy_bucket_available(&b, t), 30);
+    pl_policy_bucket_refund(&b, UINT64_MAX, t); /* no overflow */
+    assert_int_equal(pl_policy_bucket_available(&b, t), 30);
+    /* Unlimited buckets ignore refunds. */
+    pl_policy_bucket_init(&b, PL_POLICY_UNLIMITED, 1, t);
+    pl_policy_bucket_refund(&b, 7, t);
+    assert_int_equal(pl_policy_bucket_available(&b, t), UINT64_MAX);
+}
+
 static void test_usage_counters(void **state) {
     (void)state;
     struct pl_policy_limits l;
@@ -222,6 +241,7 @@ int main(void) {
         cmocka_unit_test(test_bucket_wait_ns),
         cmocka_unit_test(test_bucket_time_backwards_and_unlimited),
         cmocka_unit_test(test_bucket_set_keeps_level),
+        cmocka_unit_test(test_bucket_refund_caps_at_burst),
         cmocka_unit_test(test_usage_counters),
         cmocka_unit_test(test_request_check_order),
         cmocka_unit_test(test_ratelimit),
