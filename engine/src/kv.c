@@ -24,6 +24,7 @@ void pl_kv_done(struct pl_kv *kv) {
     free(kv->table);
     free(kv->n_held);
     free(kv->seq_len);
+    free(kv->ref);
     memset(kv, 0, sizeof(*kv));
 }
 
@@ -64,7 +65,9 @@ int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_s
     kv->table = calloc(table_len, sizeof(*kv->table));
     kv->n_held = calloc(n_seq, sizeof(*kv->n_held));
     kv->seq_len = calloc(n_seq, sizeof(*kv->seq_len));
-    if (!kv->k || !kv->v || !kv->free_ids || !kv->table || !kv->n_held || !kv->seq_len) {
+    kv->ref = calloc(kv->n_blocks, sizeof(*kv->ref));
+    if (!kv->k || !kv->v || !kv->free_ids || !kv->table || !kv->n_held || !kv->seq_len ||
+        !kv->ref) {
         pl_kv_done(kv);
         return -ENOMEM;
     }
@@ -88,17 +91,26 @@ int pl_kv_reserve(struct pl_kv *kv, uint32_t seq, uint32_t new_len) {
     if (need > kv->n_free)
         return -PL_ERR_EXHAUSTED;
     uint32_t *row = kv->table + (size_t)seq * kv->max_seq_blocks;
-    while (need--)
-        row[kv->n_held[seq]++] = kv->free_ids[--kv->n_free];
+    while (need--) {
+        uint32_t id = kv->free_ids[--kv->n_free];
+        kv->ref[id] = 1;
+        row[kv->n_held[seq]++] = id;
+    }
     return 0;
+}
+
+void pl_kv_block_unref(struct pl_kv *kv, uint32_t id) {
+    if (id < kv->n_blocks && kv->ref[id] > 0 && --kv->ref[id] == 0)
+        kv->free_ids[kv->n_free++] = id;
 }
 
 void pl_kv_seq_clear(struct pl_kv *kv, uint32_t seq) {
     if (seq >= kv->n_seq)
         return;
     uint32_t *row = kv->table + (size_t)seq * kv->max_seq_blocks;
-    /* Push in reverse so the next reservation gets the same blocks in the same order. */
+    /* Release in reverse so the next reservation gets the same blocks in the same order;
+     * blocks still shared (a prefix cache, another sequence) stay where they are. */
     while (kv->n_held[seq] > 0)
-        kv->free_ids[kv->n_free++] = row[--kv->n_held[seq]];
+        pl_kv_block_unref(kv, row[--kv->n_held[seq]]);
     kv->seq_len[seq] = 0;
 }

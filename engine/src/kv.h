@@ -31,6 +31,8 @@ struct pl_kv {
     uint32_t *table;            /* [n_seq][max_seq_blocks] block ids */
     uint32_t *n_held;           /* [n_seq] blocks held by each sequence */
     uint32_t *seq_len;          /* [n_seq] tokens cached per sequence */
+    uint32_t *ref;              /* [n_blocks] holders of each block (sequences and prefix
+                                   caches, kv_share.c); 0 exactly for blocks on the free list */
 };
 
 /* Allocate a pool of ceil(n_tokens / PL_KV_BLOCK_TOKENS) blocks. Returns 0, -EINVAL (a zero
@@ -46,8 +48,16 @@ uint32_t pl_kv_blocks_needed(const struct pl_kv *kv, uint32_t seq, uint32_t new_
  * pl_kv_blocks_needed() that the pool has them; returns -PL_ERR_EXHAUSTED otherwise (and
  * then takes none). Does not change seq_len. */
 int pl_kv_reserve(struct pl_kv *kv, uint32_t seq, uint32_t new_len);
-/* Forget seq's tokens: its blocks go back to the free list. */
+/* Forget seq's tokens: it drops its reference to each block; blocks nobody else holds go
+ * back to the free list. */
 void pl_kv_seq_clear(struct pl_kv *kv, uint32_t seq);
+
+/* Drop one reference to block id (held); at 0 it goes back to the free list. */
+void pl_kv_block_unref(struct pl_kv *kv, uint32_t id);
+
+/* The context's KV cache (forward.c), for kv_share.c. */
+struct pl_ctx;
+struct pl_kv *pl_ctx_kv(struct pl_ctx *c);
 
 /* Row of token slot pos of seq in layer il (pos below the reserved length). */
 static inline void *pl_kv_k_row(const struct pl_kv *kv, uint32_t il, uint32_t seq, uint32_t pos) {

@@ -111,4 +111,44 @@ void pl_ctx_seq_clear(struct pl_ctx *c, int32_t seq);
 uint32_t pl_ctx_kv_used(const struct pl_ctx *c);
 uint32_t pl_ctx_kv_total(const struct pl_ctx *c);
 
+/* ---- KV block sharing (kv_share.c): prefix caching ----
+ * The KV pool is made of blocks of PL_CTX_KV_BLOCK_TOKENS token slots, each refcounted: a
+ * sequence holds one reference to every block of its table, and a caller (the broker's
+ * prefix cache) may hold more. Only full blocks are shared, and a sequence that starts
+ * from shared blocks appends into blocks of its own, so a shared block is never written
+ * again (no copy-on-write needed). Same threading rule as pl_ctx_decode(). */
+#define PL_CTX_KV_BLOCK_TOKENS 16u
+
+/* Ids of blocks [first, first + n) of seq's table into ret_ids (n entries). Only blocks
+ * whose every slot is filled may be asked for. Returns 0, -EINVAL (NULL, bad seq, a range
+ * beyond the full blocks). */
+int pl_ctx_seq_blocks(const struct pl_ctx *c, int32_t seq, uint32_t first, uint32_t n,
+                      uint32_t *ret_ids);
+/* Start the empty sequence seq with the n_blocks blocks ids (borrowed; each held by the
+ * caller, filled, in position order): seq takes a reference to each and its length becomes
+ * n_blocks * PL_CTX_KV_BLOCK_TOKENS. Returns 0, -EINVAL (NULL, bad seq, seq not empty, an id
+ * out of range or free, too many blocks for n_ctx, a repeated id). */
+int pl_ctx_seq_share_prefix(struct pl_ctx *c, int32_t seq, const uint32_t *ids,
+                            uint32_t n_blocks);
+/* Take one more reference to a held block. Returns 0, -EINVAL (NULL, bad or free id). */
+int pl_ctx_kv_block_ref(struct pl_ctx *c, uint32_t id);
+/* Drop a reference; the block returns to the pool when nobody holds it. Bad ids are
+ * ignored. */
+void pl_ctx_kv_block_unref(struct pl_ctx *c, uint32_t id);
+/* Take a free block (one reference, held by the caller). Returns 0, -EINVAL,
+ * -PL_ERR_EXHAUSTED (no free block). */
+int pl_ctx_kv_block_alloc(struct pl_ctx *c, uint32_t *ret_id);
+/* Free blocks in the pool. */
+uint32_t pl_ctx_kv_free_blocks(const struct pl_ctx *c);
+/* Bytes of one block's K and V rows over all layers (the unit of block_read/write), and
+ * the cache's element type (enum pl_kv_type), layers and row width (kv_dim). */
+size_t pl_ctx_kv_block_bytes(const struct pl_ctx *c);
+uint32_t pl_ctx_kv_type(const struct pl_ctx *c);
+uint32_t pl_ctx_kv_layers(const struct pl_ctx *c);
+uint32_t pl_ctx_kv_dim(const struct pl_ctx *c);
+/* Copy a held block out to buf / in from buf (len == pl_ctx_kv_block_bytes()): per layer,
+ * the block's K rows then its V rows. Returns 0 or -EINVAL. */
+int pl_ctx_kv_block_read(struct pl_ctx *c, uint32_t id, void *buf, size_t len);
+int pl_ctx_kv_block_write(struct pl_ctx *c, uint32_t id, const void *buf, size_t len);
+
 #endif
