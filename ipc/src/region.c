@@ -82,7 +82,7 @@ int pl_ipc_region_create(struct pl_ipc_region *ret, uint32_t sq_bytes, uint32_t 
     hdr->magic = PL_IPC_REGION_MAGIC;
     hdr->abi_minor = PL_IPC_ABI_MINOR;
     hdr->header_bytes = sizeof(*hdr);
-    hdr->features = 0;
+    hdr->features = PL_IPC_FEATURE_FUTEX_WAKE; /* ring.c honours PL_IPC_RING_WAKE_FUTEX */
     hdr->region_bytes = total;
     hdr->sq = sq;
     hdr->cq = cq;
@@ -93,7 +93,7 @@ int pl_ipc_region_create(struct pl_ipc_region *ret, uint32_t sq_bytes, uint32_t 
                                   .base = base,
                                   .bytes = total,
                                   .abi_minor = PL_IPC_ABI_MINOR,
-                                  .features = 0,
+                                  .features = PL_IPC_FEATURE_FUTEX_WAKE,
                                   .sq = sq,
                                   .cq = cq};
     return 0;

@@ -268,6 +268,7 @@ int pl_ipc_ring_publish(struct pl_ipc_ring *r) {
     bool producer = r->role == PL_IPC_RING_PRODUCER;
     _Atomic uint32_t *own = producer ? &r->ctrl->prod : &r->ctrl->cons;
     _Atomic uint32_t *peer_flags = producer ? &r->ctrl->cons_flags : &r->ctrl->prod_flags;
+    _Atomic uint32_t *peer_seq = producer ? &r->ctrl->cons_sleep_seq : &r->ctrl->prod_sleep_seq;
 
     /* Release pairs with the peer's acquire load of this index (refresh_prod/refresh_cons):
      * producer: the record bytes are visible before the index; consumer: our reads of the
@@ -280,8 +281,50 @@ int pl_ipc_ring_publish(struct pl_ipc_ring *r) {
      * store and its re-load of our index: of the two sides at least one sees the other's
      * store, so either the peer re-check finds our progress or we see its flag and ring. */
     atomic_thread_fence(memory_order_seq_cst);
-    uint32_t flags = atomic_load_explicit(peer_flags, memory_order_relaxed); /* untrusted */
-    return (flags & PL_IPC_RING_NEED_WAKEUP) != 0;
+    /* Acquire pairs with the release store of the flags in the peer's prepare(): seeing this
+     * sleep's flags, we also see the sleep_seq stored before them. */
+    uint32_t flags = atomic_load_explicit(peer_flags, memory_order_acquire); /* untrusted */
+    if (!(flags & PL_IPC_RING_NEED_WAKEUP))
+        return 0;
+    /* One wake-up per sleep: a waker that keeps publishing while the peer is still on its way
+     * out of the same sleep costs no further syscalls. The value only steers our wake-ups: a
+     * peer that lies about it can only sleep through its own data. */
+    uint32_t seq = atomic_load_explicit(peer_seq, memory_order_relaxed); /* untrusted */
+    if (seq != 0 && seq == r->woken_seq)
+        return 0;
+    r->woken_seq = seq;
+    return (flags & PL_IPC_RING_WAKE_FUTEX) ? PL_IPC_WAKE_FUTEX : PL_IPC_WAKE_DOORBELL;
+}
+
+int pl_ipc_ring_publish_batch(struct pl_ipc_ring *r, uint32_t batch_bytes) {
+    if (r->broken)
+        return -PL_ERR_PROTOCOL;
+    uint32_t pending = r->head - r->published;
+    if (pending == 0)
+        return 0;
+    if (pending < batch_bytes) {
+        if (r->role != PL_IPC_RING_PRODUCER)
+            return 0;
+        /* Has the consumer drained everything we published? Then it idles (spins or sleeps)
+         * and waits for these records: publish now. The cons line changes only when the
+         * consumer publishes, so this load is a cache hit in a busy stream. */
+        if (r->peer != r->published) {
+            int rc = refresh_cons(r);
+            if (rc < 0)
+                return rc;
+            if (r->peer != r->published)
+                return 0;
+        }
+    }
+    return pl_ipc_ring_publish(r);
+}
+
+struct pl_ipc_futex pl_ipc_ring_wake_futex(const struct pl_ipc_ring *r) {
+    struct pl_ipc_futex f = {
+        .word = r->role == PL_IPC_RING_PRODUCER ? &r->ctrl->prod : &r->ctrl->cons,
+        .val = r->published,
+    };
+    return f;
 }
 
 int pl_ipc_ring_ready(struct pl_ipc_ring *r, uint32_t need) {
@@ -300,12 +343,19 @@ int pl_ipc_ring_ready(struct pl_ipc_ring *r, uint32_t need) {
     return r->peer != r->head;
 }
 
-int pl_ipc_ring_sleep_prepare(struct pl_ipc_ring *r, uint32_t need) {
+/* Announce a sleep with flags (NEED_WAKEUP [| WAKE_FUTEX]) and re-check. */
+static int prepare(struct pl_ipc_ring *r, uint32_t need, uint32_t flags) {
     if (r->broken)
         return -PL_ERR_PROTOCOL;
-    _Atomic uint32_t *own_flags =
-        r->role == PL_IPC_RING_PRODUCER ? &r->ctrl->prod_flags : &r->ctrl->cons_flags;
-    atomic_store_explicit(own_flags, PL_IPC_RING_NEED_WAKEUP, memory_order_relaxed);
+    bool producer = r->role == PL_IPC_RING_PRODUCER;
+    _Atomic uint32_t *own_flags = producer ? &r->ctrl->prod_flags : &r->ctrl->cons_flags;
+    _Atomic uint32_t *own_seq = producer ? &r->ctrl->prod_sleep_seq : &r->ctrl->cons_sleep_seq;
+    if (++r->sleep_seq == 0)
+        r->sleep_seq = 1; /* 0 means "no sleep number" to the peer */
+    atomic_store_explicit(own_seq, r->sleep_seq, memory_order_relaxed);
+    /* Release pairs with the acquire load of our flags in the peer's pl_ipc_ring_publish():
+     * whoever sees these flags also sees this sleep's number. */
+    atomic_store_explicit(own_flags, flags, memory_order_release);
     /* Full fence between the flag store and the re-check's load of the peer index. Pairs with
      * the fence in the peer's pl_ipc_ring_publish() (index store, fence, flag load). */
     atomic_thread_fence(memory_order_seq_cst);
@@ -313,6 +363,22 @@ int pl_ipc_ring_sleep_prepare(struct pl_ipc_ring *r, uint32_t need) {
     if (rc != 0)
         atomic_store_explicit(own_flags, 0, memory_order_relaxed);
     return rc;
+}
+
+int pl_ipc_ring_sleep_prepare(struct pl_ipc_ring *r, uint32_t need) {
+    return prepare(r, need, PL_IPC_RING_NEED_WAKEUP);
+}
+
+int pl_ipc_ring_sleep_prepare_futex(struct pl_ipc_ring *r, uint32_t need,
+                                    struct pl_ipc_futex *ret_futex) {
+    int rc = prepare(r, need, PL_IPC_RING_NEED_WAKEUP | PL_IPC_RING_WAKE_FUTEX);
+    if (rc != 0)
+        return rc;
+    /* ready() returned 0, so it has just reloaded the peer's index and found it short: r->peer
+     * is what the word held. If the peer moves it before we sleep, FUTEX_WAIT returns at once. */
+    ret_futex->word = r->role == PL_IPC_RING_PRODUCER ? &r->ctrl->cons : &r->ctrl->prod;
+    ret_futex->val = r->peer;
+    return 0;
 }
 
 void pl_ipc_ring_sleep_finish(struct pl_ipc_ring *r) {

@@ -13,13 +13,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "pl/ipc_ring.h"
 #include "pl/pl_err.h"
 #include "pl/pl_util.h"
+#include "stats.h"
+
+/* IORING_OP_FUTEX_WAIT (Linux 6.7) and the futex2 flags it takes, by their uapi values: the
+ * liburing headers we build against may predate them. Opcode numbers are kernel ABI. */
+#define OP_FUTEX_WAIT 51
+#define FUTEX2_SIZE_U32_FLAG 0x02u           /* a 32-bit futex word; shared (not PRIVATE) */
+#define FUTEX_MATCH_ANY 0xffffffffull        /* FUTEX_BITSET_MATCH_ANY */
 
 struct pl_ipc_uring {
     struct io_uring ring;
     bool multishot_poll;
     bool multishot_accept;
+    bool futex_wait;
 };
 
 static struct io_uring_sqe *get_sqe(struct pl_ipc_uring *u) {
@@ -99,6 +108,7 @@ int pl_ipc_uring_new(unsigned entries, struct pl_ipc_uring **ret) {
     struct io_uring_probe *probe = io_uring_get_probe_ring(&u->ring);
     if (probe) {
         u->multishot_accept = io_uring_opcode_supported(probe, IORING_OP_SOCKET);
+        u->futex_wait = io_uring_opcode_supported(probe, OP_FUTEX_WAIT);
         io_uring_free_probe(probe);
     }
     *ret = u;
@@ -118,6 +128,10 @@ bool pl_ipc_uring_has_multishot_poll(const struct pl_ipc_uring *u) {
 
 bool pl_ipc_uring_has_multishot_accept(const struct pl_ipc_uring *u) {
     return u->multishot_accept;
+}
+
+bool pl_ipc_uring_has_futex_wait(const struct pl_ipc_uring *u) {
+    return u->futex_wait;
 }
 
 int pl_ipc_uring_poll(struct pl_ipc_uring *u, int fd, uint32_t poll_mask, uint64_t tag,
@@ -143,6 +157,22 @@ int pl_ipc_uring_read(struct pl_ipc_uring *u, int fd, void *buf, uint32_t len, u
         return -EBUSY;
     /* Offset -1: use (and not require) the file position, as for a pipe or an eventfd. */
     io_uring_prep_read(sqe, fd, buf, len, (uint64_t)-1);
+    io_uring_sqe_set_data64(sqe, tag);
+    return 0;
+}
+
+int pl_ipc_uring_futex_wait(struct pl_ipc_uring *u, const struct pl_ipc_futex *f, uint64_t tag) {
+    if (!u || !f || !f->word || tag >= PL_IPC_URING_TAG_INTERNAL - 1)
+        return -EINVAL;
+    if (!u->futex_wait)
+        return -PL_ERR_UNSUPPORTED;
+    struct io_uring_sqe *sqe = get_sqe(u);
+    if (!sqe)
+        return -EBUSY;
+    /* fd = futex2 flags, addr = word, off (addr2) = expected value, addr3 = bitset mask. */
+    io_uring_prep_rw(OP_FUTEX_WAIT, sqe, (int)FUTEX2_SIZE_U32_FLAG, (const void *)f->word, 0,
+                     f->val);
+    sqe->addr3 = FUTEX_MATCH_ANY;
     io_uring_sqe_set_data64(sqe, tag);
     return 0;
 }
@@ -183,10 +213,19 @@ int pl_ipc_uring_wait(struct pl_ipc_uring *u, struct pl_ipc_uring_event *evs, un
         struct io_uring_cqe *cqe;
         int r;
         if (timeout_ms == 0 || n > 0) {
+            /* liburing enters the kernel here only when something is queued. */
+            if (io_uring_sq_ready(&u->ring) > 0)
+                pl_ipc_stats_count(PL_IPC_STAT_OTHER);
             r = io_uring_submit(&u->ring);
         } else if (timeout_ms < 0) {
+            /* One io_uring_enter submits what is queued (e.g. the next futex wait or doorbell
+             * read) and waits; liburing skips it only when a completion is already there. */
+            if (io_uring_sq_ready(&u->ring) > 0 || io_uring_cq_ready(&u->ring) == 0)
+                pl_ipc_stats_count(PL_IPC_STAT_SLEEP);
             r = io_uring_submit_and_wait(&u->ring, 1);
         } else {
+            if (io_uring_sq_ready(&u->ring) > 0 || io_uring_cq_ready(&u->ring) == 0)
+                pl_ipc_stats_count(PL_IPC_STAT_SLEEP);
             struct __kernel_timespec ts = {.tv_sec = timeout_ms / 1000,
                                            .tv_nsec = (long long)(timeout_ms % 1000) * 1000000};
             r = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL);

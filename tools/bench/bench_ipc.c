@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* picolm-bench ipc: round-trip latency of a 64-byte message between two processes pinned to
  * different CPUs over (a) the shared-memory ring with both sides polling, (b) the ring with
- * spin-then-sleep doorbells, (c) the ring with sleeping waiters (no spin), and (d) a
+ * spin-then-sleep (futex) waits, (c) the ring with both sides sleeping every round trip, in
+ * three ways: futex (client FUTEX_WAIT, broker io_uring futex wait), eventfd in one syscall per
+ * sleep (client blocking read, broker io_uring read) and the older poll + drain, and (d) a
  * SOCK_SEQPACKET socketpair measured in the same run as the baseline; then one-way ring
- * throughput for 64 B and 4 KiB records and the syscalls each side makes per streamed record. */
+ * throughput for 64 B and 4 KiB records and the ipc syscalls each side makes per record. */
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
@@ -25,12 +27,13 @@
 #include "pl/ipc_doorbell.h"
 #include "pl/ipc_region.h"
 #include "pl/ipc_ring.h"
+#include "pl/ipc_stats.h"
+#include "pl/ipc_uring.h"
 #include "pl/pl_err.h"
 
 #define MSG_BYTES 64u
 #define TYPE_DATA 1u
 #define TYPE_STOP 2u
-#define WAIT_POLL UINT64_MAX /* spin budget meaning "never sleep" */
 
 struct opts {
     bool json;
@@ -79,35 +82,30 @@ struct session {
     int bfd, cfd;
 };
 
-static int session_open(struct session *s, uint32_t ring_bytes, uint32_t max_rec) {
+/* client_blocking: the client's doorbell is a blocking eventfd (one-syscall sleeps). */
+static int session_open(struct session *s, uint32_t ring_bytes, uint32_t max_rec,
+                        bool client_blocking) {
     s->reg = (struct pl_ipc_region)PL_IPC_REGION_INIT;
+    s->bfd = s->cfd = -1;
     int r = pl_ipc_region_create(&s->reg, ring_bytes, ring_bytes, max_rec);
     if (r < 0)
         return r;
     /* Both processes see the same mapping after fork; each uses only its own ring ends. */
     if ((r = pl_ipc_region_rings(&s->reg, PL_IPC_REGION_BROKER, &s->bsq, &s->bcq)) < 0 ||
         (r = pl_ipc_region_rings(&s->reg, PL_IPC_REGION_CLIENT, &s->csq, &s->ccq)) < 0 ||
-        (r = pl_ipc_doorbell_open(&s->bfd)) < 0 || (r = pl_ipc_doorbell_open(&s->cfd)) < 0)
+        (r = pl_ipc_doorbell_open(&s->bfd)) < 0 ||
+        (r = client_blocking ? pl_ipc_doorbell_open_blocking(&s->cfd)
+                             : pl_ipc_doorbell_open(&s->cfd)) < 0)
         return r;
     return 0;
 }
 
 static void session_close(struct session *s) {
     pl_ipc_region_done(&s->reg);
-    close(s->bfd);
-    close(s->cfd);
-}
-
-/* Wait until r is ready: spin forever (WAIT_POLL) or spin_ns then sleep on wait_fd. */
-static int wait_ready(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int peer_fd,
-                      uint64_t spin_ns) {
-    if (spin_ns == WAIT_POLL) {
-        int rc = pl_ipc_doorbell_notify(r, peer_fd);
-        while (rc == 0)
-            rc = pl_ipc_ring_ready(r, need);
-        return rc < 0 ? rc : 0;
-    }
-    return pl_ipc_doorbell_wait(r, need, wait_fd, peer_fd, spin_ns, -1);
+    if (s->bfd >= 0)
+        close(s->bfd);
+    if (s->cfd >= 0)
+        close(s->cfd);
 }
 
 static pid_t spawn(void) {
@@ -126,10 +124,35 @@ static int reap(pid_t pid) {
     return WEXITSTATUS(status) == 0 ? 0 : -EPROTO;
 }
 
+static uint64_t ipc_syscalls(void) {
+    struct pl_ipc_stats st;
+    pl_ipc_stats_snapshot(&st);
+    return pl_ipc_stats_total(&st);
+}
+
+static uint64_t vol_switches(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_nvcsw : 0;
+}
+
 /* ---- Round trips ---- */
+
+enum mode {
+    MODE_POLL,         /* both sides spin forever */
+    MODE_SPIN,         /* spin spin_ns, then FUTEX_WAIT */
+    MODE_SLEEP_FUTEX,  /* no spin; client FUTEX_WAIT, broker io_uring futex wait */
+    MODE_SLEEP_EFD,    /* no spin; client blocking eventfd read, broker io_uring eventfd read */
+    MODE_SLEEP_POLL,   /* no spin; both poll + drain the eventfd (pl_ipc_doorbell_wait) */
+};
 
 struct pct {
     double p50, p99, p999;
+};
+
+struct rtt_result {
+    struct pct lat;
+    double client_sys, broker_sys; /* ipc syscalls per round trip */
+    const char *broker_wait;       /* how the broker side slept */
 };
 
 static int cmp_u64(const void *a, const void *b) {
@@ -144,43 +167,144 @@ static struct pct percentiles(uint64_t *v, uint64_t n) {
     return p;
 }
 
+/* Shared with the echo child: its syscall count over the measured round trips. */
+struct echo_out {
+    _Atomic uint64_t mark; /* the client sets it when measuring starts */
+    uint64_t sys_at_mark, sys_end;
+    int used_futex;
+};
+
+/* Broker-like wait for the echo child in the sleeping modes: one io_uring_enter per sleep that
+ * both queues the wait and blocks, on a futex or on the eventfd doorbell. */
+static int echo_sleep(struct session *s, struct pl_ipc_uring *u, bool futex) {
+    int rc = pl_ipc_doorbell_notify(&s->bsq, s->cfd);
+    if (rc < 0)
+        return rc;
+    uint64_t v;
+    if (futex) {
+        struct pl_ipc_futex f;
+        rc = pl_ipc_ring_sleep_prepare_futex(&s->bsq, 0, &f);
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        rc = pl_ipc_uring_futex_wait(u, &f, 1);
+    } else {
+        rc = pl_ipc_ring_sleep_prepare(&s->bsq, 0);
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        rc = pl_ipc_uring_read(u, s->bfd, &v, sizeof(v), 1);
+    }
+    struct pl_ipc_uring_event ev;
+    if (rc == 0)
+        rc = pl_ipc_uring_wait(u, &ev, 1, -1);
+    pl_ipc_ring_sleep_finish(&s->bsq);
+    return rc < 0 ? rc : 0;
+}
+
 /* Echo server on the broker ends: read each record from sq, write it back on cq. */
-static void ring_echo_main(struct session *s, uint64_t spin_ns) {
+static void ring_echo_main(struct session *s, enum mode m, uint64_t spin_ns,
+                           struct echo_out *out) {
     uint8_t buf[MSG_BYTES];
+    struct pl_ipc_uring *u = NULL;
+    bool futex = true;
+    if (m == MODE_SLEEP_FUTEX || m == MODE_SLEEP_EFD) {
+        if (pl_ipc_uring_new(8, &u) < 0)
+            _exit(6);
+        futex = m == MODE_SLEEP_FUTEX && pl_ipc_uring_has_futex_wait(u);
+        out->used_futex = futex;
+    }
+    bool marked = false;
     for (;;) {
         uint32_t ty, ln;
         int rc;
-        while ((rc = pl_ipc_ring_read(&s->bsq, buf, sizeof(buf), &ty, &ln)) == 0)
-            if (wait_ready(&s->bsq, 0, s->bfd, s->cfd, spin_ns) < 0)
+        while ((rc = pl_ipc_ring_read(&s->bsq, buf, sizeof(buf), &ty, &ln)) == 0) {
+            int w;
+            if (m == MODE_POLL) {
+                w = pl_ipc_doorbell_notify(&s->bsq, s->cfd);
+                while (w == 0 && (w = pl_ipc_ring_ready(&s->bsq, 0)) == 0) {
+                }
+            } else if (m == MODE_SPIN) {
+                w = pl_ipc_doorbell_wait_futex(&s->bsq, 0, s->cfd, spin_ns, -1);
+            } else if (m == MODE_SLEEP_POLL) {
+                w = pl_ipc_doorbell_wait(&s->bsq, 0, s->bfd, s->cfd, 0, -1);
+            } else {
+                w = echo_sleep(s, u, futex);
+            }
+            if (w < 0)
                 _exit(2);
+        }
         if (rc < 0)
             _exit(3);
+        if (!marked && atomic_load_explicit(&out->mark, memory_order_relaxed)) {
+            marked = true;
+            out->sys_at_mark = ipc_syscalls();
+        }
         if (ty == TYPE_STOP)
-            _exit(0);
-        if (pl_ipc_ring_push(&s->bcq, ty, buf, ln) < 0 || pl_ipc_doorbell_notify(&s->bcq, s->cfd) < 0 ||
-            pl_ipc_doorbell_notify(&s->bsq, s->cfd) < 0)
+            break;
+        if (pl_ipc_ring_push(&s->bcq, ty, buf, ln) < 0 ||
+            pl_ipc_doorbell_notify(&s->bcq, s->cfd) < 0)
             _exit(4);
     }
+    out->sys_end = ipc_syscalls();
+    pl_ipc_uring_free(u);
+    _exit(0);
 }
 
-static int ring_rtt(uint64_t spin_ns, uint64_t iters, struct pct *ret) {
+/* The client's wait for the reply. */
+static int client_wait(struct session *s, enum mode m, uint64_t spin_ns) {
+    switch (m) {
+    case MODE_POLL: {
+        int rc = pl_ipc_doorbell_notify(&s->ccq, s->bfd);
+        while (rc == 0)
+            rc = pl_ipc_ring_ready(&s->ccq, 0);
+        return rc < 0 ? rc : 0;
+    }
+    case MODE_SPIN:
+        return pl_ipc_doorbell_wait_futex(&s->ccq, 0, s->bfd, spin_ns, -1);
+    case MODE_SLEEP_FUTEX:
+        return pl_ipc_doorbell_wait_futex(&s->ccq, 0, s->bfd, 0, -1);
+    case MODE_SLEEP_POLL:
+        return pl_ipc_doorbell_wait(&s->ccq, 0, s->cfd, s->bfd, 0, -1);
+    case MODE_SLEEP_EFD: {
+        /* hand back the completion space we consumed (a syscall only if the broker sleeps
+         * waiting for it, which it never does here) */
+        int rc = pl_ipc_doorbell_notify(&s->ccq, s->bfd);
+        if (rc < 0)
+            return rc;
+        rc = pl_ipc_ring_sleep_prepare(&s->ccq, 0);
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        rc = pl_ipc_doorbell_read(s->cfd);
+        pl_ipc_ring_sleep_finish(&s->ccq);
+        return rc == -EINTR ? 0 : rc;
+    }
+    }
+    return -EINVAL;
+}
+
+static int ring_rtt(enum mode m, uint64_t spin_ns, uint64_t iters, struct rtt_result *ret) {
     struct session s;
-    int r = session_open(&s, 1u << 16, 1024);
+    int r = session_open(&s, 1u << 16, 1024, m == MODE_SLEEP_EFD);
     if (r < 0)
         return r;
+    struct echo_out *out = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                -1, 0);
     uint64_t *lat = calloc(iters, sizeof(*lat));
-    if (!lat)
+    if (out == MAP_FAILED || !lat)
         return -ENOMEM;
     pid_t pid = spawn();
     if (pid < 0)
         return -errno;
     if (pid == 0)
-        ring_echo_main(&s, spin_ns);
+        ring_echo_main(&s, m, spin_ns, out);
 
     uint8_t msg[MSG_BYTES], buf[MSG_BYTES];
     memset(msg, 0x42, sizeof(msg));
-    uint64_t warm = iters / 10 + 100;
+    uint64_t warm = iters / 10 + 100, sys0 = 0;
     for (uint64_t i = 0; i < warm + iters && r == 0; i++) {
+        if (i == warm) {
+            atomic_store_explicit(&out->mark, 1, memory_order_relaxed);
+            sys0 = ipc_syscalls();
+        }
         uint64_t t0 = now_ns();
         r = pl_ipc_ring_push(&s.csq, TYPE_DATA, msg, sizeof(msg));
         if (r == 0)
@@ -188,14 +312,13 @@ static int ring_rtt(uint64_t spin_ns, uint64_t iters, struct pct *ret) {
         uint32_t ty, ln;
         int rc = 0;
         while (r == 0 && (rc = pl_ipc_ring_read(&s.ccq, buf, sizeof(buf), &ty, &ln)) == 0)
-            r = wait_ready(&s.ccq, 0, s.cfd, s.bfd, spin_ns);
+            r = client_wait(&s, m, spin_ns);
         if (r == 0 && rc < 0)
             r = rc;
-        if (r == 0)
-            r = pl_ipc_doorbell_notify(&s.ccq, s.bfd);
         if (i >= warm)
             lat[i - warm] = now_ns() - t0;
     }
+    uint64_t sys1 = ipc_syscalls();
     if (r == 0)
         r = pl_ipc_ring_push(&s.csq, TYPE_STOP, NULL, 0);
     if (r == 0)
@@ -203,14 +326,22 @@ static int ring_rtt(uint64_t spin_ns, uint64_t iters, struct pct *ret) {
     int rr = reap(pid);
     if (r == 0)
         r = rr;
-    if (r == 0)
-        *ret = percentiles(lat, iters);
+    if (r == 0) {
+        ret->lat = percentiles(lat, iters);
+        ret->client_sys = (double)(sys1 - sys0) / (double)iters;
+        ret->broker_sys = (double)(out->sys_end - out->sys_at_mark) / (double)iters;
+        ret->broker_wait = m == MODE_SLEEP_FUTEX ? (out->used_futex ? "io_uring futex wait"
+                                                                    : "io_uring eventfd read")
+                           : m == MODE_SLEEP_EFD ? "io_uring eventfd read"
+                                                 : "";
+    }
     free(lat);
+    munmap(out, 4096);
     session_close(&s);
     return r;
 }
 
-static int seqpacket_rtt(uint64_t iters, struct pct *ret) {
+static int seqpacket_rtt(uint64_t iters, struct rtt_result *ret) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -errno;
@@ -250,93 +381,80 @@ static int seqpacket_rtt(uint64_t iters, struct pct *ret) {
     int rr = reap(pid);
     if (r == 0)
         r = rr;
-    if (r == 0)
-        *ret = percentiles(lat, iters);
+    if (r == 0) {
+        ret->lat = percentiles(lat, iters);
+        ret->client_sys = ret->broker_sys = 2; /* one write and one read on each side */
+        ret->broker_wait = "";
+    }
     free(lat);
     return r;
 }
 
 /* ---- One-way streaming and syscall counts ---- */
 
-/* read/write-family syscalls (from /proc/self/io) and voluntary context switches (each one is
- * a blocking poll on a doorbell): together they bound the syscalls made on the data path. */
-struct sysc {
-    uint64_t rw, vcsw;
-};
-
-static struct sysc sysc_now(void) {
-    struct sysc s = {0, 0};
-    FILE *f = fopen("/proc/self/io", "re");
-    if (f) {
-        char line[128];
-        while (fgets(line, sizeof(line), f)) {
-            unsigned long long v;
-            if (sscanf(line, "syscr: %llu", &v) == 1 || sscanf(line, "syscw: %llu", &v) == 1)
-                s.rw += v;
-        }
-        fclose(f);
-    }
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0)
-        s.vcsw = (uint64_t)ru.ru_nvcsw;
-    return s;
-}
-
-/* Syscalls between two samples, minus what taking a sample itself costs. */
-static uint64_t sysc_delta(struct sysc a, struct sysc b, uint64_t overhead) {
-    uint64_t d = (b.rw - a.rw) + (b.vcsw - a.vcsw);
-    return d > overhead ? d - overhead : 0;
-}
-
-static uint64_t sysc_overhead(void) {
-    struct sysc a = sysc_now(), b = sysc_now();
-    return (b.rw - a.rw) + (b.vcsw - a.vcsw);
-}
-
+/* Syscalls are counted exactly by the ipc library itself (pl_ipc_stats: every doorbell write,
+ * futex wake/wait, poll, drain and io_uring_enter it makes); voluntary context switches from
+ * getrusage are reported beside them as a cross-check that nothing else blocked. */
 struct stream_result {
     double rec_per_s, gb_per_s;
-    double prod_sys_per_rec, cons_sys_per_rec;
-    uint64_t prod_sys, cons_sys;
+    uint64_t steady_records;
+    uint64_t prod_sys, cons_sys, prod_vcsw, cons_vcsw;
 };
 
-struct shared_out {
-    uint64_t cons_sys;
+struct stream_out {
+    _Atomic uint64_t mark; /* the producer sets it at the start of the steady phase */
+    _Atomic uint64_t unmark; /* ... and at its end */
+    uint64_t cons_sys, cons_vcsw;
     uint64_t checksum;
 };
 
+#define STREAM_RING_BYTES (1u << 18)
+#define STREAM_BATCH_BYTES (STREAM_RING_BYTES / 16)
+
 static int stream(uint64_t n, uint32_t len, uint64_t spin_ns, struct stream_result *ret) {
     struct session s;
-    int r = session_open(&s, 1u << 20, 16384);
+    int r = session_open(&s, STREAM_RING_BYTES, 16384, false);
     if (r < 0)
         return r;
-    struct shared_out *out = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct stream_out *out = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                  -1, 0);
     if (out == MAP_FAILED)
         return -errno;
-    uint64_t ovh = sysc_overhead();
     pid_t pid = spawn();
     if (pid < 0)
         return -errno;
     if (pid == 0) {
-        /* consumer: copy every record out (as the broker must), publish space in batches */
+        /* consumer: copy every record out (as the broker must), hand space back in batches */
         uint8_t *buf = malloc(16384);
-        uint64_t sum = 0;
-        struct sysc a = {0, 0};
+        if (!buf)
+            _exit(6);
+        uint64_t sum = 0, sys0 = 0, vc0 = 0;
+        int phase = 0;
         for (uint64_t i = 0; i < n; i++) {
             uint32_t ty, ln;
             int rc;
             while ((rc = pl_ipc_ring_read(&s.bsq, buf, 16384, &ty, &ln)) == 0)
-                if (wait_ready(&s.bsq, 0, s.bfd, s.cfd, spin_ns) < 0)
+                if (pl_ipc_doorbell_wait_futex(&s.bsq, 0, s.cfd, spin_ns, -1) < 0)
                     _exit(2);
             if (rc < 0 || ln != len)
                 _exit(3);
-            if (i == n / 10) /* steady state: count from here */
-                a = sysc_now();
             sum += buf[0] + buf[ln - 1];
-            if ((i & 63) == 63 && pl_ipc_doorbell_notify(&s.bsq, s.cfd) < 0)
+            if (pl_ipc_doorbell_notify_batch(&s.bsq, s.cfd, STREAM_BATCH_BYTES) < 0)
                 _exit(4);
+            if (phase == 0 && atomic_load_explicit(&out->mark, memory_order_relaxed)) {
+                phase = 1;
+                sys0 = ipc_syscalls();
+                vc0 = vol_switches();
+            } else if (phase == 1 && atomic_load_explicit(&out->unmark, memory_order_relaxed)) {
+                phase = 2;
+                out->cons_sys = ipc_syscalls() - sys0;
+                out->cons_vcsw = vol_switches() - vc0;
+            }
         }
-        struct sysc b = sysc_now();
-        out->cons_sys = sysc_delta(a, b, ovh);
+        if (phase == 1) {
+            out->cons_sys = ipc_syscalls() - sys0;
+            out->cons_vcsw = vol_switches() - vc0;
+        }
         out->checksum = sum;
         if (pl_ipc_doorbell_notify(&s.bsq, s.cfd) < 0 ||
             pl_ipc_ring_push(&s.bcq, TYPE_STOP, NULL, 0) < 0 ||
@@ -345,24 +463,32 @@ static int stream(uint64_t n, uint32_t len, uint64_t spin_ns, struct stream_resu
         _exit(0);
     }
     uint8_t *src = malloc(len);
+    if (!src)
+        return -ENOMEM;
     memset(src, 0x33, len);
-    uint64_t t0 = now_ns();
-    struct sysc a = {0, 0};
+    uint64_t t0 = now_ns(), sys0 = 0, vc0 = 0, sys1 = 0, vc1 = 0;
+    uint64_t steady_from = n / 10, steady_to = n - n / 10;
     for (uint64_t i = 0; i < n && r == 0; i++) {
+        if (i == steady_from) {
+            atomic_store_explicit(&out->mark, 1, memory_order_relaxed);
+            sys0 = ipc_syscalls();
+            vc0 = vol_switches();
+        } else if (i == steady_to) {
+            atomic_store_explicit(&out->unmark, 1, memory_order_relaxed);
+            sys1 = ipc_syscalls();
+            vc1 = vol_switches();
+        }
         void *dst;
         while ((r = pl_ipc_ring_reserve(&s.csq, len, &dst)) == -EAGAIN)
-            if ((r = wait_ready(&s.csq, len, s.cfd, s.bfd, spin_ns)) < 0)
+            if ((r = pl_ipc_doorbell_wait_futex(&s.csq, len, s.bfd, spin_ns, -1)) < 0)
                 break;
         if (r < 0)
             break;
         memcpy(dst, src, len);
         r = pl_ipc_ring_commit(&s.csq, TYPE_DATA, len);
-        if (i == n / 10)
-            a = sysc_now();
-        if (r == 0 && (i & 31) == 31)
-            r = pl_ipc_doorbell_notify(&s.csq, s.bfd);
+        if (r == 0)
+            r = pl_ipc_doorbell_notify_batch(&s.csq, s.bfd, STREAM_BATCH_BYTES);
     }
-    struct sysc b = sysc_now();
     if (r == 0)
         r = pl_ipc_doorbell_notify(&s.csq, s.bfd);
     /* the consumer's STOP record marks the moment the last record was copied out */
@@ -370,20 +496,20 @@ static int stream(uint64_t n, uint32_t len, uint64_t spin_ns, struct stream_resu
     uint32_t ty, ln;
     int rc = 0;
     while (r == 0 && (rc = pl_ipc_ring_read(&s.ccq, tmp, sizeof(tmp), &ty, &ln)) == 0)
-        r = wait_ready(&s.ccq, 0, s.cfd, s.bfd, spin_ns);
+        r = pl_ipc_doorbell_wait_futex(&s.ccq, 0, s.bfd, spin_ns, -1);
     uint64_t t1 = now_ns();
     int rr = reap(pid);
     if (r == 0)
         r = rc < 0 ? rc : rr;
     if (r == 0) {
         double sec = (double)(t1 - t0) / 1e9;
-        uint64_t steady = n - n / 10;
         ret->rec_per_s = (double)n / sec;
         ret->gb_per_s = (double)n * len / sec / 1e9;
-        ret->prod_sys = sysc_delta(a, b, ovh);
+        ret->steady_records = steady_to - steady_from;
+        ret->prod_sys = sys1 - sys0;
+        ret->prod_vcsw = vc1 - vc0;
         ret->cons_sys = out->cons_sys;
-        ret->prod_sys_per_rec = (double)ret->prod_sys / (double)steady;
-        ret->cons_sys_per_rec = (double)ret->cons_sys / (double)steady;
+        ret->cons_vcsw = out->cons_vcsw;
     }
     free(src);
     munmap(out, 4096);
@@ -445,70 +571,101 @@ int bench_ipc_main(int argc, char **argv) {
     pick_cpus();
     pin(cpu_a);
 
-    struct pct poll, spin, sleep, sock;
+    struct rtt_result poll, spin, sl_futex, sl_efd, sl_poll, sock;
     struct stream_result s64, s4k;
     int r;
     const char *step = "seqpacket";
     if ((r = seqpacket_rtt(o.sleep_iters, &sock)) < 0 ||
-        (step = "ring polling", r = ring_rtt(WAIT_POLL, o.rtt_iters, &poll)) < 0 ||
-        (step = "ring spin-then-sleep", r = ring_rtt(o.spin_ns, o.rtt_iters, &spin)) < 0 ||
-        (step = "ring sleeping", r = ring_rtt(0, o.sleep_iters, &sleep)) < 0 ||
+        (step = "ring polling", r = ring_rtt(MODE_POLL, 0, o.rtt_iters, &poll)) < 0 ||
+        (step = "ring spin-then-sleep", r = ring_rtt(MODE_SPIN, o.spin_ns, o.rtt_iters, &spin)) < 0 ||
+        (step = "ring sleeping futex", r = ring_rtt(MODE_SLEEP_FUTEX, 0, o.sleep_iters, &sl_futex)) < 0 ||
+        (step = "ring sleeping eventfd", r = ring_rtt(MODE_SLEEP_EFD, 0, o.sleep_iters, &sl_efd)) < 0 ||
+        (step = "ring sleeping poll", r = ring_rtt(MODE_SLEEP_POLL, 0, o.sleep_iters, &sl_poll)) < 0 ||
         (step = "stream 64B", r = stream(o.n64, 64, o.spin_ns, &s64)) < 0 ||
         (step = "stream 4KiB", r = stream(o.n4k, 4096, o.spin_ns, &s4k)) < 0) {
         fprintf(stderr, "picolm-bench ipc: %s failed: %s\n", step, pl_strerror(r));
         return 1;
     }
 
-    double base = sock.p50;
-    bool t_poll = poll.p50 <= base / 20, t_spin = spin.p50 <= base / 20, t_sleep = sleep.p50 <= base;
+    double base = sock.lat.p50;
+    bool t_poll = poll.lat.p50 <= base / 20, t_spin = spin.lat.p50 <= base / 20;
+    bool t_sleep = sl_futex.lat.p50 <= base;
     bool t_sys = s64.prod_sys == 0 && s64.cons_sys == 0 && s4k.prod_sys == 0 && s4k.cons_sys == 0;
+    const struct {
+        const char *key, *label;
+        struct rtt_result *p;
+        double target; /* p50 / seqpacket, 0: none */
+    } rows[] = {
+        {"ring_polling", "ring, both polling", &poll, 0.05},
+        {"ring_spin_then_sleep", "ring, spin then futex", &spin, 0.05},
+        {"ring_sleeping", "ring, sleeping, futex", &sl_futex, 1.0},
+        {"ring_sleeping_eventfd", "ring, sleeping, eventfd", &sl_efd, 1.0},
+        {"ring_sleeping_poll_drain", "ring, sleeping, poll+read", &sl_poll, 0},
+        {"seqpacket", "SOCK_SEQPACKET", &sock, 0},
+    };
+    const size_t n_rows = sizeof(rows) / sizeof(rows[0]);
+    const struct {
+        const char *key, *label;
+        struct stream_result *p;
+        uint32_t len;
+    } streams[] = {{"64B", "64 B", &s64, 64}, {"4KiB", "4 KiB", &s4k, 4096}};
     if (o.json) {
         printf("{\"cpus\":[%d,%d],\"message_bytes\":%u,\"spin_us\":%.1f,", cpu_a, cpu_b, MSG_BYTES,
                (double)o.spin_ns / 1000);
         printf("\"rtt_ns\":{");
-        const struct {
-            const char *name;
-            struct pct *p;
-        } rows[] = {{"ring_polling", &poll},
-                    {"ring_spin_then_sleep", &spin},
-                    {"ring_sleeping", &sleep},
-                    {"seqpacket", &sock}};
-        for (size_t i = 0; i < 4; i++)
-            printf("%s\"%s\":{\"p50\":%.0f,\"p99\":%.0f,\"p99_9\":%.0f}", i ? "," : "",
-                   rows[i].name, rows[i].p->p50, rows[i].p->p99, rows[i].p->p999);
-        printf("},\"p50_ratio_to_seqpacket\":{\"ring_polling\":%.4f,\"ring_spin_then_sleep\":%.4f,"
-               "\"ring_sleeping\":%.4f},",
-               poll.p50 / base, spin.p50 / base, sleep.p50 / base);
-        printf("\"stream\":{\"64B\":{\"records_per_s\":%.0f,\"gb_per_s\":%.3f,"
-               "\"producer_syscalls_per_record\":%.6f,\"consumer_syscalls_per_record\":%.6f},"
-               "\"4KiB\":{\"records_per_s\":%.0f,\"gb_per_s\":%.3f,"
-               "\"producer_syscalls_per_record\":%.6f,\"consumer_syscalls_per_record\":%.6f}},",
-               s64.rec_per_s, s64.gb_per_s, s64.prod_sys_per_rec, s64.cons_sys_per_rec,
-               s4k.rec_per_s, s4k.gb_per_s, s4k.prod_sys_per_rec, s4k.cons_sys_per_rec);
-        printf("\"targets\":{\"polling_p50_le_1_20_seqpacket\":%s,\"spin_p50_le_1_20_seqpacket\":%s,"
+        for (size_t i = 0; i < n_rows; i++)
+            printf("%s\"%s\":{\"p50\":%.0f,\"p99\":%.0f,\"p99_9\":%.0f,"
+                   "\"client_syscalls_per_rtt\":%.4f,\"broker_syscalls_per_rtt\":%.4f}",
+                   i ? "," : "", rows[i].key, rows[i].p->lat.p50, rows[i].p->lat.p99,
+                   rows[i].p->lat.p999, rows[i].p->client_sys, rows[i].p->broker_sys);
+        printf("},\"broker_sleep\":\"%s\",\"p50_ratio_to_seqpacket\":{", sl_futex.broker_wait);
+        for (size_t i = 0; i + 1 < n_rows; i++)
+            printf("%s\"%s\":%.4f", i ? "," : "", rows[i].key, rows[i].p->lat.p50 / base);
+        printf("},\"stream\":{");
+        for (size_t i = 0; i < 2; i++) {
+            const struct stream_result *t = streams[i].p;
+            printf("%s\"%s\":{\"records_per_s\":%.0f,\"gb_per_s\":%.3f,\"steady_records\":%" PRIu64
+                   ",\"producer_ipc_syscalls\":%" PRIu64 ",\"consumer_ipc_syscalls\":%" PRIu64
+                   ",\"producer_syscalls_per_record\":%.9f,\"consumer_syscalls_per_record\":%.9f"
+                   ",\"producer_voluntary_switches\":%" PRIu64
+                   ",\"consumer_voluntary_switches\":%" PRIu64 "}",
+                   i ? "," : "", streams[i].key, t->rec_per_s, t->gb_per_s, t->steady_records,
+                   t->prod_sys, t->cons_sys, (double)t->prod_sys / (double)t->steady_records,
+                   (double)t->cons_sys / (double)t->steady_records, t->prod_vcsw, t->cons_vcsw);
+        }
+        printf("},\"targets\":{\"polling_p50_le_1_20_seqpacket\":%s,\"spin_p50_le_1_20_seqpacket\":%s,"
                "\"sleeping_p50_le_seqpacket\":%s,\"zero_syscalls_streaming\":%s}}\n",
                t_poll ? "true" : "false", t_spin ? "true" : "false", t_sleep ? "true" : "false",
                t_sys ? "true" : "false");
     } else {
         printf("picolm-bench ipc: 64-byte round trips, processes pinned to CPUs %d and %d\n",
                cpu_a, cpu_b);
-        printf("  %-26s %9s %9s %9s %12s\n", "round trip (ns)", "p50", "p99", "p99.9",
-               "p50/seqpkt");
-        printf("  %-26s %9.0f %9.0f %9.0f %12.3f  %s\n", "ring, both polling", poll.p50,
-               poll.p99, poll.p999, poll.p50 / base, t_poll ? "(target <= 0.05: ok)" : "(target <= 0.05: MISSED)");
-        printf("  %-26s %9.0f %9.0f %9.0f %12.3f  %s\n", "ring, spin then sleep", spin.p50,
-               spin.p99, spin.p999, spin.p50 / base, t_spin ? "(target <= 0.05: ok)" : "(target <= 0.05: MISSED)");
-        printf("  %-26s %9.0f %9.0f %9.0f %12.3f  %s\n", "ring, sleeping waiters", sleep.p50,
-               sleep.p99, sleep.p999, sleep.p50 / base, t_sleep ? "(target <= 1.0: ok)" : "(target <= 1.0: MISSED)");
-        printf("  %-26s %9.0f %9.0f %9.0f %12.3f\n", "SOCK_SEQPACKET", sock.p50, sock.p99,
-               sock.p999, 1.0);
-        printf("  one-way stream (spin %.1f us then sleep):\n", (double)o.spin_ns / 1000);
-        printf("    64 B records:  %6.1f M records/s  %6.2f GB/s  syscalls/record producer %.6f consumer %.6f\n",
-               s64.rec_per_s / 1e6, s64.gb_per_s, s64.prod_sys_per_rec, s64.cons_sys_per_rec);
-        printf("    4 KiB records: %6.2f M records/s  %6.2f GB/s  syscalls/record producer %.6f consumer %.6f\n",
-               s4k.rec_per_s / 1e6, s4k.gb_per_s, s4k.prod_sys_per_rec, s4k.cons_sys_per_rec);
-        printf("  (syscalls counted as read/write-family calls from /proc/self/io plus voluntary\n"
-               "   context switches from getrusage, over the steady 90%% of each stream)\n");
+        printf("  %-27s %9s %9s %9s %11s %13s\n", "round trip (ns)", "p50", "p99", "p99.9",
+               "p50/seqpkt", "syscalls c/b");
+        for (size_t i = 0; i < n_rows; i++) {
+            const struct rtt_result *p = rows[i].p;
+            double ratio = p->lat.p50 / base;
+            char tgt[48] = "";
+            if (rows[i].target > 0)
+                snprintf(tgt, sizeof(tgt), "(target <= %.2f: %s)", rows[i].target,
+                         ratio <= rows[i].target ? "ok" : "MISSED");
+            printf("  %-27s %9.0f %9.0f %9.0f %11.3f %6.2f/%-6.2f %s\n", rows[i].label,
+                   p->lat.p50, p->lat.p99, p->lat.p999, ratio, p->client_sys, p->broker_sys, tgt);
+        }
+        printf("  (syscalls per round trip, client/broker; the sleeping broker waits with %s)\n",
+               sl_futex.broker_wait);
+        printf("  one-way stream (spin %.1f us then futex sleep), ipc syscalls per record over "
+               "the steady 80%%:\n", (double)o.spin_ns / 1000);
+        for (size_t i = 0; i < 2; i++) {
+            const struct stream_result *t = streams[i].p;
+            printf("    %-6s records: %7.2f M records/s %6.2f GB/s  producer %" PRIu64
+                   " (%.2g/rec, %" PRIu64 " vol. switches)  consumer %" PRIu64
+                   " (%.2g/rec, %" PRIu64 " vol. switches)\n",
+                   streams[i].label, t->rec_per_s / 1e6, t->gb_per_s, t->prod_sys,
+                   (double)t->prod_sys / (double)t->steady_records, t->prod_vcsw, t->cons_sys,
+                   (double)t->cons_sys / (double)t->steady_records, t->cons_vcsw);
+        }
+        printf("  zero ipc syscalls while streaming: %s\n", t_sys ? "yes" : "NO");
     }
     return 0;
 }

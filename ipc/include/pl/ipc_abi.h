@@ -28,10 +28,19 @@
  * Ownership of the control block: each 64-byte line has exactly one writer.
  *   line 0  prod        producer only
  *   line 1  cons        consumer only
- *   line 2  cons_flags  consumer only: PL_IPC_RING_NEED_WAKEUP = "I sleep until data comes"
- *   line 3  prod_flags  producer only: PL_IPC_RING_NEED_WAKEUP = "I sleep until space frees"
+ *   line 2  cons_flags, cons_sleep_seq  consumer only: "I sleep until data comes"
+ *   line 3  prod_flags, prod_sleep_seq  producer only: "I sleep until space frees"
  * Flags sit on their own lines so that the steady-state reads of them by the other side hit a
- * line that does not change. */
+ * line that does not change.
+ *
+ * Sleeping (minor 1). A side about to sleep stores its sleep_seq (a fresh non-zero number per
+ * sleep), then its flags with release: PL_IPC_RING_NEED_WAKEUP alone = "ring my doorbell
+ * (eventfd)"; NEED_WAKEUP | PL_IPC_RING_WAKE_FUTEX = "I sleep in FUTEX_WAIT on your index word
+ * (prod when I consume, cons when I produce): FUTEX_WAKE it instead". One wake-up per sleep is
+ * enough: a waker may skip the wake when it already woke the same non-zero sleep_seq. A
+ * sleep_seq of 0 (minor-0 peers) is woken on every publish that sees the flag. A waiter may set
+ * WAKE_FUTEX only when its peer honours it: the client when the region header carries
+ * PL_IPC_FEATURE_FUTEX_WAKE, the broker when the client's hello says minor >= 1. */
 #ifndef PL_IPC_IPC_ABI_H
 #define PL_IPC_IPC_ABI_H
 
@@ -45,7 +54,7 @@
 #endif
 
 #define PL_IPC_ABI_MAJOR 1u
-#define PL_IPC_ABI_MINOR 0u
+#define PL_IPC_ABI_MINOR 1u
 
 /* "PLIPCRG1" read as a little-endian u64. */
 #define PL_IPC_REGION_MAGIC 0x3147524350494c50ull
@@ -79,9 +88,15 @@ struct pl_ipc_region_hdr {
     uint64_t reserved[18];        /* zero in minor 0 */
 };
 
+/* Region features (pl_ipc_region_hdr.features). */
+/* The creator (broker) honours PL_IPC_RING_WAKE_FUTEX on both rings (minor 1). */
+#define PL_IPC_FEATURE_FUTEX_WAKE 1u
+
 /* ---- Ring control block ---- */
 
 #define PL_IPC_RING_NEED_WAKEUP 1u
+/* With NEED_WAKEUP: wake me with FUTEX_WAKE on your index word, not with the doorbell. */
+#define PL_IPC_RING_WAKE_FUTEX 2u
 
 struct pl_ipc_ring_ctrl {
     alignas(64) _Atomic uint32_t prod; /* producer's free-running byte index */
@@ -89,9 +104,11 @@ struct pl_ipc_ring_ctrl {
     alignas(64) _Atomic uint32_t cons; /* consumer's free-running byte index */
     uint32_t cons_reserved[15];
     alignas(64) _Atomic uint32_t cons_flags; /* written by the consumer only */
-    uint32_t cons_flags_reserved[15];
+    _Atomic uint32_t cons_sleep_seq;         /* consumer only: its current sleep (minor 1) */
+    uint32_t cons_flags_reserved[14];
     alignas(64) _Atomic uint32_t prod_flags; /* written by the producer only */
-    uint32_t prod_flags_reserved[15];
+    _Atomic uint32_t prod_sleep_seq;         /* producer only: its current sleep (minor 1) */
+    uint32_t prod_flags_reserved[14];
 };
 
 /* ---- Records ---- */
@@ -175,6 +192,8 @@ _Static_assert(offsetof(struct pl_ipc_ring_ctrl, prod) == 0, "ring ctrl layout")
 _Static_assert(offsetof(struct pl_ipc_ring_ctrl, cons) == 64, "ring ctrl layout");
 _Static_assert(offsetof(struct pl_ipc_ring_ctrl, cons_flags) == 128, "ring ctrl layout");
 _Static_assert(offsetof(struct pl_ipc_ring_ctrl, prod_flags) == 192, "ring ctrl layout");
+_Static_assert(offsetof(struct pl_ipc_ring_ctrl, cons_sleep_seq) == 132, "ring ctrl layout");
+_Static_assert(offsetof(struct pl_ipc_ring_ctrl, prod_sleep_seq) == 196, "ring ctrl layout");
 
 _Static_assert(sizeof(struct pl_ipc_rec_hdr) == 8, "record header size");
 _Static_assert(offsetof(struct pl_ipc_rec_hdr, len) == 0, "record header layout");

@@ -32,9 +32,22 @@ struct pl_ipc_ring {
     uint32_t resv_pos;  /* producer: index of the open reservation's record header */
     uint32_t resv_cap;  /* producer: payload bytes reserved */
     uint32_t peek_span; /* consumer: span of the record returned by peek, 0 if none */
+    uint32_t sleep_seq; /* this side's last sleep number (never 0 once used) */
+    uint32_t woken_seq; /* the peer's sleep number we last woke (0: none) */
     bool resv_open;
     bool broken;
 };
+
+/* A futex to sleep on or to wake: a 32-bit word in the shared region (not process-private)
+ * and, for a sleep, the value it held when the ring was last seen not ready. */
+struct pl_ipc_futex {
+    _Atomic uint32_t *word;
+    uint32_t val;
+};
+
+/* What pl_ipc_ring_publish() asks its caller to do. */
+#define PL_IPC_WAKE_DOORBELL 1 /* write the peer's doorbell */
+#define PL_IPC_WAKE_FUTEX 2    /* FUTEX_WAKE pl_ipc_ring_wake_futex() */
 
 /* Attach one side to a ring. ctrl and data are borrowed and must outlive r. data_bytes must be
  * a power of two in [PL_IPC_RING_MIN_BYTES, PL_IPC_RING_MAX_BYTES]; max_record_bytes a multiple
@@ -87,10 +100,23 @@ int pl_ipc_ring_consume(struct pl_ipc_ring *r);
 /* ---- Both sides ---- */
 
 /* Store this side's index (producer: records committed; consumer: space freed) into the
- * control block if it changed, then report whether the peer sleeps waiting for it: returns 1
- * if the peer set NEED_WAKEUP (the caller should ring the peer's doorbell), 0 if not, or
- * -PL_ERR_PROTOCOL on a broken ring. */
+ * control block if it changed, then report whether the peer sleeps waiting for it: returns
+ * PL_IPC_WAKE_DOORBELL (1) if the peer set NEED_WAKEUP (the caller should ring the peer's
+ * doorbell), PL_IPC_WAKE_FUTEX (2) if it set NEED_WAKEUP | WAKE_FUTEX (the caller should
+ * FUTEX_WAKE pl_ipc_ring_wake_futex()), 0 if not or if this very sleep of the peer (its
+ * non-zero sleep_seq) was already reported once, or -PL_ERR_PROTOCOL on a broken ring. */
 int pl_ipc_ring_publish(struct pl_ipc_ring *r);
+
+/* Publish only when it matters, for producers that commit many records in a row: when at
+ * least batch_bytes are unpublished, or when the consumer has caught up with everything
+ * published so far (it may be spinning or asleep on an empty ring), or when the ring is full.
+ * Otherwise the records stay private until a later call or pl_ipc_ring_publish(). Returns
+ * what pl_ipc_ring_publish() returns (0 when it did not publish). */
+int pl_ipc_ring_publish_batch(struct pl_ipc_ring *r, uint32_t batch_bytes);
+
+/* The word a peer sleeping on this side's progress waits on (this side's own index word), to
+ * pass to FUTEX_WAKE after pl_ipc_ring_publish() returned PL_IPC_WAKE_FUTEX. */
+struct pl_ipc_futex pl_ipc_ring_wake_futex(const struct pl_ipc_ring *r);
 
 /* Is this side able to proceed? Consumer: is a record available; producer: is there room for
  * a record of need payload bytes. Reloads the peer's index (once) when the cached one does not
@@ -101,6 +127,14 @@ int pl_ipc_ring_ready(struct pl_ipc_ring *r, uint32_t need);
  * pl_ipc_ring_ready(). Returns 1 if the ring became ready (the flag is cleared again: do not
  * sleep), 0 if the caller may now sleep on its doorbell, < 0 like pl_ipc_ring_ready(). */
 int pl_ipc_ring_sleep_prepare(struct pl_ipc_ring *r, uint32_t need);
+
+/* Like pl_ipc_ring_sleep_prepare(), but announce a futex sleep (NEED_WAKEUP | WAKE_FUTEX):
+ * when it returns 0, *ret_futex holds the peer's index word and the value it was seen with;
+ * sleep with FUTEX_WAIT on it (pl_ipc_doorbell_futex_sleep(), or an io_uring futex wait). The
+ * peer must honour WAKE_FUTEX (see pl/ipc_abi.h, "Sleeping"). Returns like
+ * pl_ipc_ring_sleep_prepare(). */
+int pl_ipc_ring_sleep_prepare_futex(struct pl_ipc_ring *r, uint32_t need,
+                                    struct pl_ipc_futex *ret_futex);
 
 /* Sleep protocol, step 2, after waking up (for whatever reason): clear NEED_WAKEUP. */
 void pl_ipc_ring_sleep_finish(struct pl_ipc_ring *r);

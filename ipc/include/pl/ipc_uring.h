@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct pl_ipc_uring;
+struct pl_ipc_futex;
 
 /* Tag value reserved for the wrapper's own requests; never returned. */
 #define PL_IPC_URING_TAG_INTERNAL UINT64_MAX
@@ -51,6 +52,18 @@ int pl_ipc_uring_poll(struct pl_ipc_uring *u, int fd, uint32_t poll_mask, uint64
 /* One read of len bytes into buf (borrowed until its completion arrives), e.g. an eventfd
  * read that drains the doorbell in the same operation. Returns like pl_ipc_uring_poll(). */
 int pl_ipc_uring_read(struct pl_ipc_uring *u, int fd, void *buf, uint32_t len, uint64_t tag);
+
+/* Whether io_uring futex waits are available (IORING_OP_FUTEX_WAIT, Linux 6.7; probed at
+ * creation). Without them, wait on the ring's eventfd doorbell with pl_ipc_uring_read(). */
+bool pl_ipc_uring_has_futex_wait(const struct pl_ipc_uring *u);
+
+/* One FUTEX_WAIT on f->word while it holds f->val (from pl_ipc_ring_sleep_prepare_futex()),
+ * folded into the next pl_ipc_uring_wait(): its event comes with res 0 when woken, -EAGAIN
+ * when the word had already moved (both mean "look at the ring"), -ECANCELED when cancelled.
+ * One-shot: queue another for the next sleep. The word must stay mapped until the event
+ * arrives (cancel the tag before unmapping). Returns like pl_ipc_uring_poll(), or
+ * -PL_ERR_UNSUPPORTED on kernels without io_uring futex waits. */
+int pl_ipc_uring_futex_wait(struct pl_ipc_uring *u, const struct pl_ipc_futex *f, uint64_t tag);
 
 /* Accept connections on listening socket fd; each event's res is a new fd opened with
  * SOCK_NONBLOCK | SOCK_CLOEXEC. Returns like pl_ipc_uring_poll(). */
