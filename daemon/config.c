@@ -43,6 +43,11 @@ static const struct key keys[] = {
     {"require_mlock", K_BOOL, F(require_mlock), 0, 0, "fail if the weights cannot be locked"},
     {"foreground", K_BOOL, F(foreground), 0, 0, "do not detach"},
     {"hugepages", K_HUGE, F(hugepages), 0, 0, "auto, thp or off"},
+    {"prefix_cache_tokens", K_U32, F(prefix_cache_tokens), 0, UINT32_MAX,
+     "KV tokens kept for prompt prefixes shared between requests (0: off; default 8192)"},
+    {"prefix_cache_dir", K_STR, F(prefix_cache_dir),
+     sizeof(((struct pl_daemon_config *)0)->prefix_cache_dir), 0,
+     "directory the daemon owns where cached prefixes persist across restarts"},
     {"log_level", K_LOG, F(log_level), 0, 0, "err, warn, info or debug (live)"},
     {"prefill_chunk", K_U32, F(prefill_chunk), 0, 8192, "prompt tokens per step (live)"},
     {"queue_max", K_U32, F(queue_max), 0, 65536, "requests waiting for KV blocks (live)"},
@@ -75,6 +80,7 @@ void pl_daemon_config_defaults(struct pl_daemon_config *c) {
     c->kv_type = PL_KV_F16;
     c->log_level = PL_LOG_INFO;
     c->prefill_chunk = 256;
+    c->prefix_cache_tokens = 8192;
     c->queue_max = 32;
     c->queue_timeout_ms = 10000;
     c->drain_timeout_ms = 30000;

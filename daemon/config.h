@@ -38,6 +38,8 @@ struct pl_daemon_config {
     bool require_mlock;
     bool foreground;
     uint32_t hugepages;           /* enum pl_daemon_hugepages */
+    uint32_t prefix_cache_tokens; /* shared prefix KV cache, tokens (0: off) */
+    char prefix_cache_dir[4096];  /* persist the prefix cache there ("": in memory only) */
     /* live: re-read on SIGHUP */
     int log_level;                /* enum pl_log_level */
     uint32_t prefill_chunk;       /* prompt tokens per step over all prefilling requests */

@@ -8,10 +8,12 @@
  * an unknown type or an oversized record ends the session (STYLE.md §8). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
 #include "dispatch.h"
+#include "pl/engine_chat.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/engine_sampler.h"
@@ -23,6 +25,7 @@
 #include "pl/pl_log.h"
 #include "pl/pl_util.h"
 #include "records.h"
+#include "request_features.h"
 #include "scheduler.h"
 
 #define E_INVALID PICOLM__V1__ERROR_CODE__ERROR_CODE_INVALID_ARGUMENT
@@ -104,17 +107,103 @@ static int sampling_params(const Picolm__V1__SamplingParams *sp, struct pl_sampl
 
 int pl_daemon_dispatch_check_generate(const Picolm__V1__Generate *g,
                                       struct pl_sampler_params *ret_sp, const char **ret_msg) {
-    if (g->logprobs > 0)
-        return *ret_msg = "logprobs are not supported yet", E_UNSUPPORTED;
-    if ((g->format && g->format[0]) || g->json_schema.len > 0)
-        return *ret_msg = "constrained output is not supported yet", E_UNSUPPORTED;
-    if (g->n_stop > PL_DAEMON_STOP_MAX)
-        return *ret_msg = "too many stop strings (max 8)", E_INVALID;
+    if (g->logprobs > PL_DAEMON_MAX_TOP_LOGPROBS)
+        return *ret_msg = "logprobs: at most 20 alternatives per token", E_INVALID;
+    if (g->format && g->format[0] && strcmp(g->format, "json") != 0)
+        return *ret_msg = "format: \"json\" or empty", E_INVALID;
+    if (g->json_schema.len > PL_DAEMON_MAX_SCHEMA)
+        return *ret_msg = "json_schema: over 16384 bytes", E_INVALID;
+    if (g->input_case == PICOLM__V1__GENERATE__INPUT_MESSAGES &&
+        (!g->messages || g->messages->n_messages == 0 ||
+         g->messages->n_messages > PL_DAEMON_MAX_MSGS))
+        return *ret_msg = "messages: between 1 and 1024 messages", E_INVALID;
+    if (g->n_stop > PL_DAEMON_MAX_STOP)
+        return *ret_msg = "too many stop strings (max 16)", E_INVALID;
     for (size_t i = 0; i < g->n_stop; i++)
-        if (g->stop[i].len == 0 || g->stop[i].len > PL_DAEMON_STOP_MAX_LEN)
-            return *ret_msg = "a stop string is empty or over 64 bytes", E_INVALID;
+        if (g->stop[i].len == 0 || g->stop[i].len > PL_DAEMON_MAX_STOP_LEN)
+            return *ret_msg = "a stop string is empty or over 256 bytes", E_INVALID;
     if (sampling_params(g->sampling, ret_sp) < 0)
         return *ret_msg = "sampling parameters out of range", E_INVALID;
+    return 0;
+}
+
+/* Render and tokenize a Generate's messages into out (n_ctx ids). Returns 0 or the error of
+ * pl_daemon_features_render_chat() with a message for the client in err. */
+static int chat_prompt(struct pl_daemon *d, const Picolm__V1__ChatMessages *cm, int32_t *out,
+                       size_t *ret_n, int *ret_family, char *err, size_t err_len) {
+    struct pl_daemon_chat_msg msgs[64];
+    struct pl_daemon_chat_msg *m = msgs;
+    int r = 0;
+    if (cm->n_messages > sizeof(msgs) / sizeof(msgs[0])) {
+        m = calloc(cm->n_messages, sizeof(*m));
+        if (!m)
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < cm->n_messages; i++) {
+        if (!cm->messages[i]) {
+            (void)snprintf(err, err_len, "messages[%zu]: missing", i);
+            r = -EINVAL;
+            goto out;
+        }
+        m[i].role = cm->messages[i]->role;
+        m[i].content = cm->messages[i]->content;
+    }
+    /* Untrusted strings (protobuf-c checked them as UTF-8): the renderer validates roles,
+     * their order and the sizes. */
+    r = pl_daemon_features_render_chat(pl_daemon_sched_features(d->sched), m, cm->n_messages,
+                                       cm->template_, out, d->n_ctx, ret_n, ret_family, err,
+                                       err_len);
+out:
+    if (m != msgs)
+        free(m);
+    return r;
+}
+
+/* Stop strings (the request's, then the chat family's end-of-turn strings while there is
+ * room), the output grammar and logprobs of a checked Generate. Returns 0 or a negative
+ * code with a message for the client in err; the caller frees q->feat on error. */
+static int request_features(struct pl_daemon *d, const Picolm__V1__Generate *g,
+                            struct pl_daemon_req *q, int chat_family, char *err,
+                            size_t err_len) {
+    const char *strs[PL_DAEMON_MAX_STOP];
+    size_t lens[PL_DAEMON_MAX_STOP], n = 0;
+    int r;
+    pl_daemon_reqfeat_init(&q->feat);
+    for (size_t i = 0; i < g->n_stop && n < PL_DAEMON_MAX_STOP; i++, n++) {
+        strs[n] = (const char *)g->stop[i].data;
+        lens[n] = g->stop[i].len;
+    }
+    if (chat_family > 0) {
+        size_t nf = 0;
+        const char *const *fs = pl_chat_stop_strings((enum pl_chat_family)chat_family, &nf);
+        for (size_t i = 0; i < nf && n < PL_DAEMON_MAX_STOP; i++, n++) {
+            strs[n] = fs[i];
+            lens[n] = strlen(fs[i]);
+        }
+    }
+    r = pl_daemon_reqfeat_set_stop(&q->feat, strs, lens, n);
+    if (r < 0) {
+        (void)snprintf(err, err_len, "stop strings: %s", pl_strerror(r));
+        return r;
+    }
+    if ((g->format && g->format[0]) || g->json_schema.len > 0) {
+        r = pl_daemon_reqfeat_set_grammar(
+            &q->feat, pl_daemon_sched_features(d->sched),
+            g->json_schema.len ? (const char *)g->json_schema.data : NULL, g->json_schema.len,
+            err, err_len);
+        if (r < 0) {
+            if (!err[0])
+                (void)snprintf(err, err_len, "json_schema: %s", pl_strerror(r));
+            return r == -ENOMEM ? r : -EINVAL;
+        }
+    }
+    if (g->logprobs > 0) {
+        r = pl_daemon_reqfeat_set_logprobs(&q->feat, g->logprobs, d->n_vocab);
+        if (r < 0) {
+            (void)snprintf(err, err_len, "out of memory for logprobs");
+            return r;
+        }
+    }
     return 0;
 }
 
@@ -142,6 +231,8 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
                            "too many requests in flight on this session (max_requests)");
 
     size_t n = 0;
+    int chat_family = 0;
+    char emsg[256] = "";
     switch (g->input_case) {
     case PICOLM__V1__GENERATE__INPUT_PROMPT: {
         int r = pl_tokenizer_encode(tok, (const char *)g->prompt.data, g->prompt.len, true,
@@ -166,8 +257,18 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
         n = tl->n_ids;
         break;
     }
-    case PICOLM__V1__GENERATE__INPUT_MESSAGES:
-        return reply_error(d, s, id, E_UNSUPPORTED, "chat messages are not supported yet");
+    case PICOLM__V1__GENERATE__INPUT_MESSAGES: {
+        int r = chat_prompt(d, g->messages, q->prompt, &n, &chat_family, emsg, sizeof(emsg));
+        if (r == -ENOSPC)
+            return reply_error(d, s, id, E_OVERFLOW, emsg);
+        if (r == -ENOMEM)
+            return reply_error(d, s, id, E_INTERNAL, "out of memory for the conversation");
+        if (r == -PL_ERR_UNSUPPORTED)
+            return reply_error(d, s, id, E_UNSUPPORTED, emsg);
+        if (r < 0)
+            return reply_error(d, s, id, E_INVALID, emsg);
+        break;
+    }
     case PICOLM__V1__GENERATE__INPUT__NOT_SET:
     case _PICOLM__V1__GENERATE__INPUT__CASE_IS_INT_SIZE:
     default:
@@ -189,11 +290,15 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
     q->ignore_eos = g->ignore_eos;
     q->seed = (g->sampling && g->sampling->has_seed) ? g->sampling->seed : pick_seed(d);
     sp.seed = q->seed;
-    pl_daemon_stop_init(&q->stop);
-    for (size_t i = 0; i < g->n_stop; i++)
-        (void)pl_daemon_stop_add(&q->stop, g->stop[i].data, g->stop[i].len);
-    if (pl_sampler_new(&sp, d->n_vocab, &q->sampler) < 0)
+    int fr = request_features(d, g, q, chat_family, emsg, sizeof(emsg));
+    if (fr < 0) {
+        pl_daemon_reqfeat_done(&q->feat);
+        return reply_error(d, s, id, fr == -ENOMEM ? E_INTERNAL : E_INVALID, emsg);
+    }
+    if (pl_sampler_new(&sp, d->n_vocab, &q->sampler) < 0) {
+        pl_daemon_reqfeat_done(&q->feat);
         return reply_error(d, s, id, E_INTERNAL, "out of memory for the sampler");
+    }
     for (uint32_t i = 0; i < q->n_prompt; i++)
         pl_sampler_accept(q->sampler, q->prompt[i]);
     atomic_store_explicit(&q->cancel, false, memory_order_relaxed);

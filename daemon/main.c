@@ -149,7 +149,9 @@ int main(int argc, char **argv) {
         .kv_tokens = (uint32_t)kv_tokens, .kv_type = d->cfg.kv_type, .cpus = d->cfg.cpus,
         .n_cpus = d->cfg.n_cpus, .prefill_chunk = d->cfg.prefill_chunk,
         .queue_max = d->cfg.queue_max, .queue_timeout_ms = d->cfg.queue_timeout_ms,
-        .max_held = max_held, .max_sessions = d->cfg.max_sessions};
+        .max_held = max_held, .max_sessions = d->cfg.max_sessions,
+        .prefix_cache_tokens = d->cfg.prefix_cache_tokens,
+        .prefix_cache_dir = d->cfg.prefix_cache_dir};
     if ((r = pl_daemon_session_table_init(&d->sessions, d->cfg.max_sessions,
                                           d->cfg.max_requests, d->n_ctx)) < 0) {
         pl_log_err("session table: %s", pl_strerror(r));

@@ -24,7 +24,9 @@
 #include "pl/pl_err.h"
 #include "pl/pl_log.h"
 #include "pl/pl_util.h"
+#include "prefix_cache.h"
 #include "records.h"
+#include "request_features.h"
 #include "session.h"
 
 #define KV_BLOCK 16u /* tokens per engine KV block (engine/src/kv.h) */
@@ -64,7 +66,10 @@ struct pl_daemon_sched {
     bool *b_logits;
     struct pl_daemon_req **b_req;   /* request of each logits row, in row order */
     float *logits;
-    char piece[PL_DAEMON_STOP_MAX_PIECE];
+    char piece[PL_DAEMON_PIECE_MAX];
+    struct pl_daemon_features *feat; /* chat templates, grammar vocabulary (shared) */
+    struct pl_daemon_pcache *pcache; /* shared prefix KV cache, NULL when off */
+    char pcache_dir[4096];
 
     struct pl_daemon_sched_stats st;
     pthread_t thread;
@@ -145,9 +150,28 @@ static int put_chunk(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
     c.ids = q->out_ids;
     c.text.len = q->n_out_text;
     c.text.data = (uint8_t *)q->out_text;
+    /* Logprobs: one per id (and top_n per id) when requested; the buffers hold exactly the
+     * ids of this chunk (out_has_room() keeps them in step). */
+    Picolm__V1__TokenLogprob tl[PL_DAEMON_LOGPROB_IDS * PL_DAEMON_MAX_TOP_LOGPROBS];
+    Picolm__V1__TokenLogprob *tp[PL_DAEMON_LOGPROB_IDS * PL_DAEMON_MAX_TOP_LOGPROBS];
+    if (q->feat.lp) {
+        c.n_logprobs = q->feat.n_lp;
+        c.logprobs = q->feat.lp;
+        size_t nt = (size_t)q->feat.n_lp * q->feat.top_n;
+        for (size_t i = 0; i < nt; i++) {
+            picolm__v1__token_logprob__init(&tl[i]);
+            tl[i].id = q->feat.top[i].id;
+            tl[i].logprob = q->feat.top[i].logprob;
+            tp[i] = &tl[i];
+        }
+        c.n_top = nt;
+        c.top = tp;
+    }
     int r = put(s, q->s, PL_DAEMON_REC_TOKEN_CHUNK, &c.base);
-    if (r == 0)
+    if (r == 0) {
         q->n_out_ids = q->n_out_text = 0;
+        pl_daemon_reqfeat_clear_logprobs(&q->feat);
+    }
     return r;
 }
 
@@ -208,7 +232,9 @@ static void finish(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t 
     release_seq(s, q);
     if (reason != PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP && !q->error_code) {
         /* No stop string matched: what was held back is output after all. */
-        (void)pl_daemon_stop_flush(&q->stop, q->out_text, sizeof(q->out_text), &q->n_out_text);
+        if (pl_daemon_reqfeat_flush(&q->feat, q->out_text, sizeof(q->out_text),
+                                    &q->n_out_text) == 1)
+            reason = PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP; /* completed by the end */
     }
     q->finish = reason;
     q->t_end_ns = now;
@@ -237,9 +263,30 @@ static bool try_retire(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
     return true;
 }
 
+/* Room in the KV pool for a request of need blocks. The prefix cache's blocks count as
+ * used besides every admitted request's whole reservation (a block both hold is counted
+ * twice: safe), so the cache gives up least recently used chains to make room. */
+static bool kv_room(struct pl_daemon_sched *s, uint32_t need) {
+    uint32_t cached = pl_daemon_pcache_blocks(s->pcache);
+    if (s->reserved_blocks + need > s->total_blocks)
+        return false;
+    if (s->reserved_blocks + need + cached <= s->total_blocks)
+        return true;
+    (void)pl_daemon_pcache_evict(s->pcache, s->reserved_blocks + need + cached - s->total_blocks);
+    return s->reserved_blocks + need + pl_daemon_pcache_blocks(s->pcache) <= s->total_blocks;
+}
+
 static void activate(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64_t now) {
     q->seq = s->free_seq[--s->n_free_seq];
     s->reserved_blocks += blocks_for(q->n_need);
+    if (s->pcache) {
+        /* A cached prefix: the sequence starts from its blocks and the prefill from its
+         * end. The sampler saw the whole prompt already (dispatch). */
+        const uint32_t *ids;
+        uint32_t k = pl_daemon_pcache_lookup(s->pcache, q->prompt, q->n_prompt, &ids);
+        if (k > 0 && pl_ctx_seq_share_prefix(s->ctx, q->seq, ids, k) == 0)
+            q->n_fed = k * KV_BLOCK;
+    }
     q->phase = PL_DAEMON_PHASE_PREFILL;
     q->t_start_ns = now;
     atomic_store_explicit(&q->s->queue_ns, now - q->t_recv_ns, memory_order_relaxed);
@@ -255,6 +302,7 @@ static void admit_new(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64
     q->error_code = 0;
     q->t_start_ns = q->t_first_ns = q->t_prefill_end_ns = q->t_end_ns = 0;
     q->n_out_ids = q->n_out_text = 0;
+    pl_daemon_reqfeat_start(&q->feat);
     q->deadline_ns = now + (uint64_t)atomic_load_explicit(&s->queue_timeout_ms,
                                                           memory_order_relaxed) * 1000000ull;
     if (s->n_held == s->o.max_held) {
@@ -273,8 +321,7 @@ static void admit_new(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64
     uint32_t waiting = 0;
     for (uint32_t i = 0; i + 1 < s->n_held; i++)
         waiting += s->held[i]->phase == PL_DAEMON_PHASE_WAITING;
-    if (waiting == 0 && s->n_free_seq > 0 &&
-        s->reserved_blocks + blocks_for(q->n_need) <= s->total_blocks) {
+    if (waiting == 0 && s->n_free_seq > 0 && kv_room(s, blocks_for(q->n_need))) {
         activate(s, q, now);
         return;
     }
@@ -376,8 +423,8 @@ static void handle_outboxes(struct pl_daemon_sched *s) {
 /* Room for one more token's output in q's buffers? */
 static bool out_has_room(const struct pl_daemon_req *q) {
     return q->n_out_ids < PL_DAEMON_OUT_IDS &&
-           q->n_out_text + PL_DAEMON_STOP_MAX_LEN + PL_DAEMON_STOP_MAX_PIECE <=
-               PL_DAEMON_OUT_TEXT;
+           q->n_out_text + PL_DAEMON_TEXT_PER_TOKEN <= PL_DAEMON_OUT_TEXT &&
+           pl_daemon_reqfeat_room(&q->feat);
 }
 
 /* Service cancels, closes, queue deadlines, admission and pending output. Returns true if
@@ -391,8 +438,7 @@ static bool prepare(struct pl_daemon_sched *s, uint64_t now) {
             atomic_load_explicit(&q->cancel, memory_order_acquire))
             finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_CANCELLED, now);
         if (q->phase == PL_DAEMON_PHASE_WAITING) {
-            if (admitting && s->n_free_seq > 0 &&
-                s->reserved_blocks + blocks_for(q->n_need) <= s->total_blocks)
+            if (admitting && s->n_free_seq > 0 && kv_room(s, blocks_for(q->n_need)))
                 activate(s, q, now);
             else if (now >= q->deadline_ns)
                 fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED,
@@ -423,6 +469,17 @@ static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t no
         if (q->phase == PL_DAEMON_PHASE_PREFILL) {
             q->phase = PL_DAEMON_PHASE_DECODE;
             q->t_prefill_end_ns = now;
+            /* The prompt's full blocks are final now: share them with later requests. */
+            if (s->pcache)
+                pl_daemon_pcache_insert(s->pcache, q->seq, q->prompt, q->n_prompt,
+                                        s->total_blocks - s->reserved_blocks);
+        }
+        /* Grammar mask and the logprobs copy come before the sampler changes lg. */
+        uint32_t left = q->max_is_ctx ? 0 : q->max_new - q->n_gen;
+        if (pl_daemon_reqfeat_pre_sample(&q->feat, lg, left) < 0) {
+            fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_INTERNAL,
+                 "the output grammar allows no token here", now);
+            continue;
         }
         int32_t tok = pl_sampler_sample(q->sampler, lg);
         if (tok < 0) {
@@ -430,6 +487,12 @@ static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t no
             continue;
         }
         pl_sampler_accept(q->sampler, tok);
+        int gram = pl_daemon_reqfeat_post_sample(&q->feat, tok);
+        if (gram < 0) {
+            fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_INTERNAL,
+                 "sampled a token the output grammar refuses", now);
+            continue;
+        }
         q->n_gen++;
         if (!q->t_first_ns) {
             q->t_first_ns = now;
@@ -437,7 +500,10 @@ static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t no
         }
         atomic_fetch_add_explicit(&q->s->tokens_out, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&s->st.tokens_generated, 1, memory_order_relaxed);
-        if (!q->ignore_eos && pl_tokenizer_is_eog(s->tok, tok)) {
+        if (gram == 1 || (!q->ignore_eos && pl_tokenizer_is_eog(s->tok, tok))) {
+            /* An EOG's logprob is not reported: its id is not in the output either. */
+            if (q->feat.n_lp > q->n_out_ids)
+                q->feat.n_lp = q->n_out_ids;
             finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_EOS, now);
             continue;
         }
@@ -445,8 +511,8 @@ static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t no
         int n = pl_tokenizer_piece(s->tok, tok, s->piece, sizeof(s->piece));
         if (n < 0)
             n = 0; /* a piece longer than any stop window: ids still carry it */
-        int m = pl_daemon_stop_feed(&q->stop, s->piece, (size_t)n, q->out_text,
-                                    sizeof(q->out_text), &q->n_out_text);
+        int m = pl_daemon_reqfeat_text(&q->feat, s->piece, (size_t)n, q->out_text,
+                                       sizeof(q->out_text), &q->n_out_text);
         if (m == 1) {
             finish(s, q, PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP, now);
             continue;
@@ -625,8 +691,10 @@ static void run(struct pl_daemon_sched *s) {
         publish_dirty(s);
         publish_stats(s);
         flush_notices(s);
-        if (n == 0)
+        if (n == 0) {
+            pl_daemon_pcache_save(s->pcache); /* idle: chains not on disk yet */
             sleep_until_work(s, stalled || s->n_outbox > 0, now);
+        }
     }
 }
 
@@ -658,6 +726,20 @@ static void *thread_main(void *arg) {
     }
     if (r == 0)
         s->total_blocks = pl_ctx_kv_total(s->ctx) / KV_BLOCK;
+    if (r == 0 && s->o.prefix_cache_tokens > 0) {
+        uint32_t max_blocks = PL_MIN(s->o.prefix_cache_tokens / KV_BLOCK, s->total_blocks);
+        if (max_blocks > 0)
+            r = pl_daemon_pcache_new(s->ctx, s->m, max_blocks, s->pcache_dir, &s->pcache,
+                                     s->start_err, sizeof(s->start_err));
+        if (r == 0 && s->pcache) {
+            uint32_t loaded = pl_daemon_pcache_load(s->pcache);
+            const struct pl_daemon_pcache_stats *ps = pl_daemon_pcache_stats(s->pcache);
+            if (s->pcache_dir[0])
+                pl_log_info("prefix cache: %u blocks max, %u loaded from %s (%llu files "
+                            "ignored: another model or damaged)", max_blocks, loaded,
+                            s->pcache_dir, (unsigned long long)ps->files_rejected);
+        }
+    }
     pthread_mutex_lock(&s->mu);
     s->start_rc = r;
     s->start_done = true;
@@ -670,7 +752,9 @@ static void *thread_main(void *arg) {
 }
 
 static void sched_free(struct pl_daemon_sched *s) {
+    pl_daemon_pcache_free(s->pcache); /* saves, then drops its blocks: before the context */
     pl_ctx_free(s->ctx);
+    pl_daemon_features_free(s->feat);
     pl_daemon_spsc_done(&s->cmdq);
     pl_daemon_spsc_done(&s->noteq);
     pl_close_fd(&s->wake_fd);
@@ -708,6 +792,15 @@ int pl_daemon_sched_start(struct pl_model *m, const struct pl_daemon_sched_opts 
     s->o.cpus = s->cpus;
     s->n_vocab = pl_model_hparams(m)->n_vocab;
     s->wake_fd = s->notify_fd = -1;
+    if (opts->prefix_cache_dir)
+        (void)snprintf(s->pcache_dir, sizeof(s->pcache_dir), "%s", opts->prefix_cache_dir);
+    s->o.prefix_cache_dir = NULL; /* borrowed for the call only */
+    r = pl_daemon_features_new(m, &s->feat);
+    if (r < 0) {
+        (void)snprintf(err, err_len, "cannot build the grammar vocabulary: %s", pl_strerror(r));
+        free(s);
+        return r;
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     atomic_init(&s->prefill_chunk, opts->prefill_chunk);
@@ -813,6 +906,10 @@ struct pl_daemon_sched_stats *pl_daemon_sched_stats(struct pl_daemon_sched *s) {
 
 uint32_t pl_daemon_sched_kv_total(const struct pl_daemon_sched *s) {
     return s->total_blocks * KV_BLOCK;
+}
+
+const struct pl_daemon_features *pl_daemon_sched_features(const struct pl_daemon_sched *s) {
+    return s->feat;
 }
 
 uint32_t pl_daemon_sched_n_ctx(const struct pl_daemon_sched *s) {

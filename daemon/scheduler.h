@@ -49,6 +49,8 @@ struct pl_daemon_sched_opts {
     uint32_t queue_timeout_ms;
     uint32_t max_held;        /* request slots over all sessions */
     uint32_t max_sessions;
+    uint32_t prefix_cache_tokens;  /* shared prefix KV cache size (0: off) */
+    const char *prefix_cache_dir;  /* borrowed for the call: persistence ("" / NULL: none) */
 };
 
 /* Live counters, written by the scheduler (relaxed), read by admin. */
@@ -88,6 +90,10 @@ void pl_daemon_sched_set_live(struct pl_daemon_sched *s, uint32_t prefill_chunk,
 struct pl_daemon_sched_stats *pl_daemon_sched_stats(struct pl_daemon_sched *s);
 uint32_t pl_daemon_sched_kv_total(const struct pl_daemon_sched *s);
 uint32_t pl_daemon_sched_n_ctx(const struct pl_daemon_sched *s);
+/* Chat templates and the grammar vocabulary of the model (immutable once started: the
+ * event thread may use them while the scheduler runs). */
+struct pl_daemon_features;
+const struct pl_daemon_features *pl_daemon_sched_features(const struct pl_daemon_sched *s);
 
 /* Monotonic clock in ns (vDSO, no syscall). */
 uint64_t pl_daemon_now_ns(void);

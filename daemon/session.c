@@ -165,6 +165,7 @@ struct pl_daemon_req *pl_daemon_session_req_find(struct pl_daemon_session *s, ui
 void pl_daemon_session_req_release(struct pl_daemon_session *s, struct pl_daemon_req *r) {
     pl_sampler_free(r->sampler);
     r->sampler = NULL;
+    pl_daemon_reqfeat_done(&r->feat);
     if (r->state == PL_DAEMON_REQ_SUBMITTED)
         s->n_inflight--;
     r->state = PL_DAEMON_REQ_FREE;

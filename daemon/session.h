@@ -20,7 +20,7 @@
 #include "pl/ipc_peer.h"
 #include "pl/ipc_region.h"
 #include "pl/ipc_ring.h"
-#include "stop.h"
+#include "request_features.h"
 
 struct pl_sampler;
 struct pl_daemon_session;
@@ -77,7 +77,7 @@ struct pl_daemon_req {
     bool done_written;
     uint64_t deadline_ns;        /* wait-queue deadline */
     uint64_t t_start_ns, t_first_ns, t_prefill_end_ns, t_end_ns;
-    struct pl_daemon_stop stop;
+    struct pl_daemon_reqfeat feat;  /* set up by the event thread, used per token */
     uint32_t n_out_ids;
     size_t n_out_text;
     int32_t out_ids[PL_DAEMON_OUT_IDS];
