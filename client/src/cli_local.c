@@ -2,7 +2,8 @@
 /* The picolm CLI's in-process backend (`--model FILE`): loads the model with engine/, owns
  * one context and one sampler, and runs tokenize / generate / eval / info for
  * picolm_cli.c through the table in cli_backend.h. Buffers are sized once per request;
- * the token loop allocates nothing. */
+ * the token loop allocates nothing. A vocabulary-only GGUF (a tokenizer, no tensors, as
+ * llama.cpp ships them) opens too: tokenize and info work, generate and eval say why not. */
 #include "cli_backend.h"
 
 #include <errno.h>
@@ -30,7 +31,9 @@ struct local {
     struct pl_cli_backend base; /* first: the ops see a struct pl_cli_backend * */
     struct pl_cli_local_opts opts;
     char path[4096];
-    struct pl_model *model;
+    struct pl_model *model;       /* NULL for a vocabulary-only file */
+    struct pl_gguf *vocab_gguf;   /* vocabulary-only file: its reader and tokenizer (owned) */
+    struct pl_tokenizer *vocab_tok;
     const struct pl_tokenizer *tok;
     uint32_t n_vocab;
     struct pl_ctx *ctx;
@@ -85,12 +88,20 @@ static uint32_t default_n_ctx(const struct local *l) {
     return n == 0 || n > 4096 ? 4096 : n;
 }
 
+/* A vocabulary-only file has no weights to run: a usage error (exit 2), in one line. */
+static int vocab_only_refuse(struct local *l, const char *what) {
+    set_err(l, "'%.256s' holds a vocabulary only (no tensors): it can tokenize and describe, "
+               "not %s", l->path, what);
+    return -EINVAL;
+}
+
 /* ---- info ---- */
 
 static int local_info(struct pl_cli_backend *b, struct pl_cli_model_info *ret) {
     struct local *l = to_local(b);
-    const struct pl_model_hparams *hp = pl_model_hparams(l->model);
-    const struct pl_gguf *g = pl_model_gguf(l->model);
+    static const struct pl_model_hparams no_hp; /* vocabulary-only: no hyperparameters */
+    const struct pl_model_hparams *hp = l->model ? pl_model_hparams(l->model) : &no_hp;
+    const struct pl_gguf *g = l->model ? pl_model_gguf(l->model) : l->vocab_gguf;
     struct pl_cli_model_info *in = ret;
     memset(in, 0, sizeof(*in));
     (void)snprintf(in->path, sizeof(in->path), "%s", l->path);
@@ -100,12 +111,15 @@ static int local_info(struct pl_cli_backend *b, struct pl_cli_model_info *ret) {
     in->n_kv = pl_gguf_n_kv(g);
     (void)snprintf(in->arch, sizeof(in->arch), "%s", hp->arch);
     struct pl_gguf_str name;
+    if (!l->model && pl_gguf_get_str(g, "general.architecture", &name) == 0)
+        (void)snprintf(in->arch, sizeof(in->arch), "%.*s",
+                       (int)PL_MIN(name.len, (uint64_t)(sizeof(in->arch) - 1)), name.ptr);
     if (pl_gguf_get_str(g, "general.name", &name) == 0) {
         size_t n = name.len < sizeof(in->name) - 1 ? (size_t)name.len : sizeof(in->name) - 1;
         memcpy(in->name, name.ptr, n);
         in->name[n] = '\0';
     }
-    in->n_vocab = hp->n_vocab;
+    in->n_vocab = l->n_vocab;
     in->n_ctx_train = hp->n_ctx_train;
     in->n_embd = hp->n_embd;
     in->n_layer = hp->n_layer;
@@ -257,6 +271,8 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
     struct pl_cli_gen_stats st = {.n_prompt = n_prompt};
     int r;
 
+    if (!l->model)
+        return vocab_only_refuse(l, "generate");
     uint32_t n_ctx = l->opts.n_ctx ? l->opts.n_ctx : default_n_ctx(l);
     if (n_prompt == 0) {
         set_err(l, "the prompt has no tokens");
@@ -354,6 +370,8 @@ static int local_eval(struct pl_cli_backend *b, const int32_t *tokens, size_t n,
                       pl_cli_logits_fn on_row, void *ud) {
     struct local *l = to_local(b);
     float *out = NULL;
+    if (!l->model)
+        return vocab_only_refuse(l, "evaluate");
     if (n == 0) {
         set_err(l, "no tokens to evaluate");
         return -EINVAL;
@@ -391,6 +409,8 @@ static void local_close(struct pl_cli_backend *b) {
         return;
     pl_ctx_free(l->ctx);
     pl_model_free(l->model);
+    pl_tokenizer_free(l->vocab_tok);
+    pl_gguf_close(l->vocab_gguf);
     free(l->piece);
     free(l);
 }
@@ -404,6 +424,26 @@ static const struct pl_cli_backend_ops local_ops = {
     .close = local_close,
 };
 
+/* model_path could not load as a model: open it as a vocabulary-only file (no tensors, a
+ * tokenizer). Returns 0, or < 0 when it is not one (then l is unchanged). */
+static int open_vocab_only(struct local *l, const char *model_path) {
+    struct pl_gguf *g = NULL;
+    struct pl_tokenizer *t = NULL;
+    char e[256];
+    int r = pl_gguf_open(model_path, &g, e, sizeof(e));
+    if (r < 0)
+        return r;
+    if (pl_gguf_n_tensors(g) != 0 || (r = pl_tokenizer_new(g, &t, e, sizeof(e))) < 0) {
+        pl_gguf_close(g);
+        return r < 0 ? r : -PL_ERR_FORMAT;
+    }
+    l->vocab_gguf = g;
+    l->vocab_tok = t;
+    l->tok = t;
+    l->n_vocab = pl_tokenizer_n_vocab(t);
+    return 0;
+}
+
 int pl_cli_local_open(const char *model_path, const struct pl_cli_local_opts *opts,
                       struct pl_cli_backend **ret, char *err, size_t err_len) {
     struct local *l = calloc(1, sizeof(*l));
@@ -414,10 +454,16 @@ int pl_cli_local_open(const char *model_path, const struct pl_cli_local_opts *op
     (void)snprintf(l->path, sizeof(l->path), "%s", model_path);
     struct pl_model_opts mo = {.n_threads = opts->n_threads};
     int r = pl_model_load(model_path, &mo, &l->model, err, err_len);
+    /* Not a model we run (no tensors, or another architecture's vocabulary): maybe a
+     * vocabulary-only file. Otherwise the model's error stands. */
+    if ((r == -PL_ERR_FORMAT || r == -PL_ERR_UNSUPPORTED) && open_vocab_only(l, model_path) == 0)
+        r = 0;
     if (r < 0)
         goto fail;
-    l->tok = pl_model_tokenizer(l->model);
-    l->n_vocab = pl_model_hparams(l->model)->n_vocab;
+    if (l->model) {
+        l->tok = pl_model_tokenizer(l->model);
+        l->n_vocab = pl_model_hparams(l->model)->n_vocab;
+    }
     l->piece_cap = PIECE_INIT;
     l->piece = malloc(l->piece_cap);
     if (!l->piece) {
