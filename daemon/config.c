@@ -48,6 +48,15 @@ static const struct key keys[] = {
     {"prefix_cache_dir", K_STR, F(prefix_cache_dir),
      sizeof(((struct pl_daemon_config *)0)->prefix_cache_dir), 0,
      "directory the daemon owns where cached prefixes persist across restarts"},
+    {"policy", K_STR, F(policy_path), sizeof(((struct pl_daemon_config *)0)->policy_path), 0,
+     "access policy file (default /etc/picolm/policy.conf; if that is missing: allow "
+     "everyone with the default limits)"},
+    {"user", K_STR, F(user), sizeof(((struct pl_daemon_config *)0)->user), 0,
+     "user to switch to after start-up when started as root (default picolm)"},
+    {"no_drop", K_BOOL, F(no_drop), 0, 0, "development: keep the start-up user and capabilities"},
+    {"no_seccomp", K_BOOL, F(no_seccomp), 0, 0, "development: no seccomp filter (logs a warning)"},
+    {"decode_slots", K_U32, F(decode_slots), 0, 1024,
+     "requests given a token per step, chosen by policy weight and priority (0: all)"},
     {"log_level", K_LOG, F(log_level), 0, 0, "err, warn, info or debug (live)"},
     {"prefill_chunk", K_U32, F(prefill_chunk), 0, 8192, "prompt tokens per step (live)"},
     {"queue_max", K_U32, F(queue_max), 0, 65536, "requests waiting for KV blocks (live)"},
@@ -85,6 +94,7 @@ void pl_daemon_config_defaults(struct pl_daemon_config *c) {
     c->queue_timeout_ms = 10000;
     c->drain_timeout_ms = 30000;
     c->handshake_timeout_ms = 5000;
+    (void)snprintf(c->user, sizeof(c->user), "%s", "picolm");
 }
 
 int pl_daemon_config_parse_cpus(const char *s, uint32_t *cpus, uint32_t *ret_n) {

@@ -38,6 +38,11 @@ struct pl_daemon_config {
     bool require_mlock;
     bool foreground;
     uint32_t hugepages;           /* enum pl_daemon_hugepages */
+    char policy_path[4096];       /* "" : PL_POLICY_DEFAULT_PATH, built-in policy if missing */
+    char user[64];                /* run as this user after start-up (root only) */
+    bool no_drop;                 /* development: keep the start-up credentials */
+    bool no_seccomp;              /* development: no seccomp filter */
+    uint32_t decode_slots;        /* requests decoded per step, by policy weight; 0: all */
     uint32_t prefix_cache_tokens; /* shared prefix KV cache, tokens (0: off) */
     char prefix_cache_dir[4096];  /* persist the prefix cache there ("": in memory only) */
     /* live: re-read on SIGHUP */

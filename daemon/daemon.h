@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "access.h"
 #include "config.h"
 #include "init.h"
 #include "session.h"
@@ -21,6 +22,7 @@ struct pl_ipc_uring;
 
 struct pl_daemon {
     struct pl_daemon_config cfg;
+    struct pl_daemon_access access; /* policy in force + per-uid usage (access.h) */
     struct pl_model *model;
     struct pl_daemon_residency res;
     struct pl_daemon_sched *sched;

@@ -34,6 +34,7 @@
 #define E_UNKNOWN PICOLM__V1__ERROR_CODE__ERROR_CODE_UNKNOWN_REQUEST
 #define E_SHUTDOWN PICOLM__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN
 #define E_INTERNAL PICOLM__V1__ERROR_CODE__ERROR_CODE_INTERNAL
+#define E_QUOTA PICOLM__V1__ERROR_CODE__ERROR_CODE_QUOTA_EXCEEDED
 #define E_UNSUPPORTED PICOLM__V1__ERROR_CODE__ERROR_CODE_UNSUPPORTED
 
 #define MAX_TOKENIZE_TEXT 4096u
@@ -285,6 +286,16 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
     q->n_prompt = (uint32_t)n;
     q->max_is_ctx = g->max_tokens == 0 || g->max_tokens > room;
     q->max_new = g->max_tokens == 0 ? room : PL_MIN(g->max_tokens, room);
+    /* The caller's policy: prompt, new-token and context limits (max_tokens 0 is capped). */
+    uint32_t cap;
+    char qmsg[160];
+    if (pl_daemon_access_request_check(&d->access, s, q->n_prompt, g->max_tokens, &cap, qmsg,
+                                       sizeof(qmsg)) < 0)
+        return reply_error(d, s, id, E_QUOTA, qmsg);
+    if (q->max_new > cap) {
+        q->max_new = cap;
+        q->max_is_ctx = false;
+    }
     q->n_need = q->n_prompt + q->max_new;
     q->stream = g->stream;
     q->ignore_eos = g->ignore_eos;
@@ -303,12 +314,20 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
         pl_sampler_accept(q->sampler, q->prompt[i]);
     atomic_store_explicit(&q->cancel, false, memory_order_relaxed);
     atomic_store_explicit(&q->cancel_why, 0, memory_order_relaxed);
+    /* Last check: the uid's queue (max_queued) and token bucket (prompt + max new tokens,
+     * the unused part given back when the request ends). */
+    if (pl_daemon_access_request_begin(&d->access, s, q, pl_daemon_now_ns(), qmsg,
+                                       sizeof(qmsg)) < 0) {
+        pl_daemon_session_req_release(s, q);
+        return reply_error(d, s, id, E_QUOTA, qmsg);
+    }
     q->t_recv_ns = pl_daemon_now_ns();
     q->state = PL_DAEMON_REQ_SUBMITTED;
     s->n_inflight++;
     d->n_requests++;
     atomic_fetch_add_explicit(&s->tokens_in, q->n_prompt, memory_order_relaxed);
     if (pl_daemon_sched_send(d->sched, PL_DAEMON_CMD_NEW, q) < 0) {
+        pl_daemon_access_request_end(&d->access, q, 0, pl_daemon_now_ns());
         pl_daemon_session_req_release(s, q);
         return reply_error(d, s, id, E_INTERNAL, "scheduler queue full");
     }

@@ -21,6 +21,7 @@
 #include "pl/pl_log.h"
 #include "pl/pl_util.h"
 #include "scheduler.h"
+#include "sd_notify.h"
 
 enum tag_kind {
     T_LISTEN = 1,
@@ -66,6 +67,7 @@ void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_ses
                                        const char *why) {
     if (s->state == PL_DAEMON_SESSION_FREE || s->state == PL_DAEMON_SESSION_CLOSING)
         return;
+    pl_daemon_access_leave(&d->access, s); /* its policy counts end with the connection */
     pl_log_info("session %llu (pid %d): closing: %s", (unsigned long long)s->id,
                 (int)s->peer.pid, why);
     cancel_session_polls(d, s);
@@ -128,7 +130,17 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
         return;
     }
     s->peer = peer;
-    /* TODO(#policy): the policy verdict on s->peer goes here (DENIED -> reject). */
+    /* The policy decides on the kernel's identity of the peer (SO_PEERCRED, SO_PEERGROUPS). */
+    char why[160];
+    r = pl_daemon_access_admit(&d->access, s, pl_daemon_now_ns(), why, sizeof(why));
+    if (r < 0) {
+        d->n_rejected++;
+        (void)pl_ipc_handshake_send_reject(s->sock, r == -PL_ERR_QUOTA ? PL_IPC_WELCOME_QUOTA
+                                                   : r == -PL_ERR_DENIED ? PL_IPC_WELCOME_DENIED
+                                                                         : PL_IPC_WELCOME_ERROR);
+        pl_daemon_event_loop_kill_session(d, s, why);
+        return;
+    }
     r = pl_daemon_session_setup_ipc(s);
     if (r < 0) {
         pl_log_err("session %llu: cannot set up shared memory: %s", (unsigned long long)s->id,
@@ -209,6 +221,8 @@ static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
         switch (m.kind) {
         case PL_DAEMON_NOTICE_REQ_DONE: {
             struct pl_daemon_req *q = m.ptr;
+            pl_daemon_access_request_end(&d->access, q, (uint64_t)q->n_fed + q->n_gen,
+                                         pl_daemon_now_ns());
             if (q->s->state != PL_DAEMON_SESSION_FREE)
                 pl_daemon_session_req_release(q->s, q);
             break;
@@ -243,6 +257,11 @@ static void on_admin_accept(struct pl_daemon *d, const struct pl_ipc_uring_event
                                   PL_IPC_URING_MULTISHOT);
     if (ev->res < 0)
         return;
+    /* Besides the socket's mode: root or the policy's admin_group, by SO_PEERCRED. */
+    if (pl_daemon_access_admin_check(&d->access, ev->res, pl_daemon_now_ns()) < 0) {
+        (void)close(ev->res);
+        return;
+    }
     for (uint32_t i = 0; i < PL_DAEMON_MAX_ADMIN; i++)
         if (d->admin_conn[i] < 0) {
             d->admin_conn[i] = ev->res;
@@ -278,6 +297,7 @@ void pl_daemon_event_loop_drain(struct pl_daemon *d, const char *why) {
     pl_log_info("draining (%s): no new requests; running ones get %u ms", why,
                 d->cfg.drain_timeout_ms);
     d->draining = true;
+    (void)pl_daemon_sd_notify("STOPPING=1");
     d->drain_deadline_ns = pl_daemon_now_ns() + (uint64_t)d->cfg.drain_timeout_ms * 1000000ull;
     if (d->listen_fd >= 0) {
         (void)pl_ipc_uring_cancel(d->uring, tag(T_LISTEN, 0, 0));
@@ -322,8 +342,13 @@ static void on_signal(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
         arm(d, d->signal_fd, POLLIN, tag(T_SIGNAL, 0, 0), true);
     struct signalfd_siginfo si;
     while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGHUP)
+        if (si.ssi_signo == SIGHUP) {
+            char err[512];
+            (void)pl_daemon_sd_notify("RELOADING=1");
             reload(d);
+            (void)pl_daemon_access_reload(&d->access, err, sizeof(err));
+            (void)pl_daemon_sd_notify("READY=1");
+        }
         else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
             pl_daemon_event_loop_drain(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
     }

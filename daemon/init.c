@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,6 +24,8 @@
 #include "pl/pl_err.h"
 #include "pl/pl_log.h"
 #include "pl/pl_util.h"
+#include "pl/policy_privdrop.h"
+#include "pl/policy_seccomp.h"
 
 #define HUGE_2M (2u * 1024 * 1024)
 
@@ -291,11 +294,93 @@ void pl_daemon_init_sockets_unlink(const char *dir) {
     (void)unlink(p);
 }
 
-int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg) {
-    (void)cfg;
-    /* TODO(#policy): drop to the picolm user, keep no capabilities, set no_new_privs and load
-     * the seccomp allowlist here. Until then the daemon keeps its start-up credentials, and
-     * admin status reports seccomp = false. */
-    pl_log_info("privilege drop and seccomp are not configured yet (uid %u)", (unsigned)getuid());
+/* The lines of /proc/self/status that prove the lock-down, as "CapEff ... NoNewPrivs ...". */
+static void lockdown_status(char *buf, size_t len) {
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    size_t at = 0;
+    buf[0] = '\0';
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f) && at < len) {
+        if (strncmp(line, "CapEff:", 7) && strncmp(line, "NoNewPrivs:", 11) &&
+            strncmp(line, "Seccomp:", 8))
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        size_t colon = strcspn(line, ":");
+        char *v = line + colon + 1;
+        v += strspn(v, " \t");
+        line[colon] = '\0';
+        int n = snprintf(buf + at, len - at, "%s%s %s", at ? ", " : "", line, v);
+        if (n < 0)
+            break;
+        at += (size_t)n;
+    }
+    (void)fclose(f);
+}
+
+/* admin.sock is bound 0600 (root only); with an admin group it becomes root:GROUP 0660. */
+static void admin_socket_group(const char *dir, int64_t admin_gid) {
+    char p[600];
+    if (admin_gid < 0)
+        return;
+    (void)snprintf(p, sizeof(p), "%s/admin.sock", dir);
+    if (chown(p, (uid_t)-1, (gid_t)admin_gid) < 0 || chmod(p, 0660) < 0)
+        pl_log_warn("cannot give %s to group %lld with mode 0660: %s; only root can reach it",
+                    p, (long long)admin_gid, strerror(errno));
+}
+
+int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gid, char *err,
+                            size_t err_len) {
+    struct pl_policy_privdrop_plan plan;
+    scmp_filter_ctx filter = NULL;
+    bool drop = !cfg->no_drop && geteuid() == 0;
+    char st[160];
+    int r;
+
+    admin_socket_group(cfg->socket_dir, admin_gid);
+    if (drop) {
+        r = pl_policy_privdrop_plan_from_user(cfg->user, &plan);
+        if (r == -ENOENT)
+            return set_err(err, err_len, r,
+                           "user '%s' does not exist: create it (the packaging's sysusers.d "
+                           "does), choose another with --user, or pass --no-drop (development)",
+                           cfg->user);
+        if (r < 0)
+            return set_err(err, err_len, r, "cannot look up user '%s': %s", cfg->user,
+                           pl_strerror(r));
+    } else if (cfg->no_drop) {
+        pl_log_warn("--no-drop: keeping uid %u and its capabilities (development only)",
+                    (unsigned)geteuid());
+    } else {
+        pl_log_info("not started as root: running as uid %u without a user switch",
+                    (unsigned)geteuid());
+    }
+    if (cfg->no_seccomp) {
+        pl_log_warn("--no-seccomp: the broker runs WITHOUT its system call filter "
+                    "(development only)");
+    } else if ((r = pl_policy_seccomp_broker(&filter)) < 0) {
+        return set_err(err, err_len, r, "cannot build the seccomp filter: %s", pl_strerror(r));
+    }
+    if (drop) {
+        r = pl_policy_privdrop_apply(&plan, filter);
+        if (r < 0) {
+            seccomp_release(filter);
+            return set_err(err, err_len, r, "cannot drop privileges to '%s' (uid %u): %s",
+                           cfg->user, plan.uid, pl_strerror(r));
+        }
+    } else if (filter) {
+        /* Unprivileged: no_new_privs is what allows loading a filter at all. */
+        r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : seccomp_load(filter);
+        if (r < 0) {
+            seccomp_release(filter);
+            return set_err(err, err_len, r, "cannot load the seccomp filter: %s",
+                           pl_strerror(r));
+        }
+    }
+    seccomp_release(filter);
+    lockdown_status(st, sizeof(st));
+    pl_log_info("serving as uid %u gid %u%s%s: %s", (unsigned)getuid(), (unsigned)getgid(),
+                drop ? ", user " : "", drop ? cfg->user : "", st);
     return 0;
 }

@@ -40,9 +40,16 @@ int pl_daemon_init_sockets(const char *dir, int *ret_client_fd, int *ret_admin_f
                            size_t err_len);
 void pl_daemon_init_sockets_unlink(const char *dir);
 
-/* Privilege drop + seccomp belong here (the policy issue); today it only records that the
- * daemon keeps its start-up credentials. Returns 0. */
-int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg);
+/* The end of start-up, once every privileged step is done (model, huge pages, mlock,
+ * sockets, CPU affinity, threads, io_uring): give admin.sock to admin_gid with mode 0660
+ * (admin_gid < 0: root only, 0600); started as root, switch to cfg->user (no capabilities
+ * left, no way back; cfg->no_drop keeps the credentials for development); set no_new_privs
+ * and load the broker's seccomp allow-list for the serving phase (cfg->no_seccomp skips it
+ * with a warning). Logs the resulting CapEff / NoNewPrivs / Seccomp. Returns 0, or a
+ * negative code with the reason in err: the caller must exit (the process may be half
+ * dropped). */
+int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gid, char *err,
+                            size_t err_len);
 
 /* Re-measure residency from /proc/self/smaps for our mapping: bytes locked, on hugetlb and
  * on THP. Zero when unknown. */

@@ -21,6 +21,7 @@
 #include "pl/pl_log.h"
 #include "pl/pl_util.h"
 #include "scheduler.h"
+#include "sd_notify.h"
 
 /* Detach: the parent waits for the child's start-up verdict on a pipe and exits with it, so
  * `picolmd` without --foreground still reports start-up errors. Done before the model is
@@ -94,6 +95,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     pl_log_set_level((enum pl_log_level)d->cfg.log_level);
+    /* The access policy: a broken file stops the start here, with its line. */
+    if (pl_daemon_access_init(&d->access, d->cfg.policy_path, d->cfg.max_sessions, err,
+                              sizeof(err)) < 0) {
+        (void)fprintf(stderr, "picolmd: policy: %s\n", err);
+        pl_daemon_access_done(&d->access);
+        free(d);
+        return 2;
+    }
     if (!d->cfg.foreground && (ready_fd = detach()) < 0) {
         (void)fprintf(stderr, "picolmd: cannot detach: %s\n", strerror(-ready_fd));
         return 1;
@@ -128,7 +137,9 @@ int main(int argc, char **argv) {
         pl_log_err("%s", err);
         goto out;
     }
-    (void)pl_daemon_init_lockdown(&d->cfg);
+    /* The service manager's notify socket: connected now, only sendmsg() once locked down. */
+    if ((r = pl_daemon_sd_notify_init()) < 0)
+        pl_log_warn("$NOTIFY_SOCKET: %s; not notifying the service manager", pl_strerror(r));
 
     /* ---- KV pool, scheduler, sessions ---- */
     uint64_t kv_tokens = d->cfg.kv_pool_tokens;
@@ -150,6 +161,7 @@ int main(int argc, char **argv) {
         .n_cpus = d->cfg.n_cpus, .prefill_chunk = d->cfg.prefill_chunk,
         .queue_max = d->cfg.queue_max, .queue_timeout_ms = d->cfg.queue_timeout_ms,
         .max_held = max_held, .max_sessions = d->cfg.max_sessions,
+        .decode_slots = d->cfg.decode_slots,
         .prefix_cache_tokens = d->cfg.prefix_cache_tokens,
         .prefix_cache_dir = d->cfg.prefix_cache_dir};
     if ((r = pl_daemon_session_table_init(&d->sessions, d->cfg.max_sessions,
@@ -172,6 +184,13 @@ int main(int argc, char **argv) {
         pl_log_err("%s", err);
         goto out;
     }
+    /* Every privileged step is behind us (threads pinned, io_uring, sockets): lock down. */
+    r = pl_daemon_init_lockdown(&d->cfg, pl_daemon_access_admin_gid(&d->access), err,
+                                sizeof(err));
+    if (r < 0) {
+        pl_log_err("%s", err);
+        goto out;
+    }
     pl_log_info("picolmd %s: model '%s' (%s, %u layers, ctx %u), KV pool %u tokens, "
                 "%u sessions x %u requests, %u active, sockets in %s",
                 PL_DAEMON_VERSION, d->model_name, hp->arch, hp->n_layer, d->n_ctx,
@@ -179,6 +198,7 @@ int main(int argc, char **argv) {
                 d->cfg.max_active, d->cfg.socket_dir);
     report(ready_fd, 0);
     ready_fd = -1;
+    (void)pl_daemon_sd_notifyf("READY=1\nSTATUS=serving %s", d->model_name);
 
     code = pl_daemon_event_loop_run(d);
 
@@ -200,6 +220,8 @@ out:
         pl_daemon_init_model_done(d->model, &d->res);
     free(d->scratch_ids);
     free(d->scratch_text);
+    pl_daemon_access_done(&d->access);
+    pl_daemon_sd_notify_done();
     free(d);
     pl_log_info("exiting with %d", code);
     return code;

@@ -51,6 +51,15 @@ struct pl_daemon_sched {
     _Atomic uint32_t prefill_chunk, queue_max, queue_timeout_ms;
     bool noticed;                /* notices posted this step: write notify_fd once */
 
+    /* Fair share of the decode slots (decode_entries()): policy class, weight, vtime. */
+    struct pl_policy_sched psched;
+    uint64_t step_stamp;
+    struct pl_daemon_session **runnable; /* [max_sessions] had decode work last step */
+    uint32_t n_runnable;
+    struct pl_daemon_session **cand;     /* [max_sessions] have decode work this step */
+    struct pl_policy_sched_entity **cand_ent; /* [max_sessions] their entities */
+    size_t *pick_idx;                    /* [max_sessions] pl_policy_sched_pick() order */
+
     /* Requests held, in arrival order (admission is FIFO). */
     struct pl_daemon_req **held; /* [max_held] */
     uint32_t n_held;
@@ -335,6 +344,11 @@ static void admit_new(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64
 /* Drop everything of a closed session without writing to it. */
 static void drop_session(struct pl_daemon_sched *s, struct pl_daemon_session *ss) {
     uint32_t j = 0;
+    for (uint32_t i = 0; i < s->n_runnable; i++)
+        if (s->runnable[i] == ss) {
+            s->runnable[i] = s->runnable[--s->n_runnable];
+            break;
+        }
     for (uint32_t i = 0; i < s->n_held; i++) {
         struct pl_daemon_req *q = s->held[i];
         if (q->s == ss)
@@ -527,22 +541,71 @@ static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t no
     }
 }
 
+/* ---- Fair share of decode slots ---- */
+
+/* A decoding request whose output has room (and, streaming, whose last chunk went out). */
+static bool decode_ready(const struct pl_daemon_req *q) {
+    return q->phase == PL_DAEMON_PHASE_DECODE && out_has_room(q) &&
+           !(q->stream && (q->n_out_ids || q->n_out_text));
+}
+
+/* Decode entries: one token per chosen request. The sessions with ready requests are
+ * runnable entities of the policy scheduler (weight and class of the rule that admitted
+ * them); sessions with nothing ready sleep, so idling banks no credit. Slots go to
+ * sessions in pl_policy_sched_pick() order (interactive before batch, then smallest
+ * virtual time) and each is charged the tokens it got: with more ready requests than
+ * decode_slots, sessions of weights 1 and 3 get tokens 1:3. Without decode_slots every
+ * ready request decodes each step (up to the batch). Returns the entries added. */
+static uint32_t decode_entries(struct pl_daemon_sched *s, uint32_t *rows) {
+    uint32_t slots = s->o.decode_slots ? PL_MIN(s->o.decode_slots, s->o.n_batch) : s->o.n_batch;
+    uint64_t stamp = ++s->step_stamp;
+    uint32_t n_cand = 0, n = 0;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        struct pl_daemon_session *ss = s->held[i]->s;
+        if (!decode_ready(s->held[i]) || ss->sched_stamp == stamp)
+            continue;
+        ss->sched_stamp = stamp;
+        if (!ss->ent_ready) {
+            pl_policy_sched_entity_init(&s->psched, &ss->ent, ss->limits.weight,
+                                        ss->limits.priority);
+            ss->ent_ready = true;
+        }
+        s->cand[n_cand] = ss;
+        s->cand_ent[n_cand++] = &ss->ent;
+    }
+    for (uint32_t i = 0; i < s->n_runnable; i++)
+        if (s->runnable[i]->sched_stamp != stamp)
+            pl_policy_sched_sleep(&s->runnable[i]->ent);
+    for (uint32_t i = 0; i < n_cand; i++) {
+        pl_policy_sched_wake(&s->psched, s->cand_ent[i]);
+        s->runnable[i] = s->cand[i];
+    }
+    s->n_runnable = n_cand;
+    size_t n_pick = pl_policy_sched_pick(&s->psched, s->cand_ent, n_cand, n_cand, s->pick_idx);
+    for (size_t k = 0; k < n_pick && n < slots; k++) {
+        struct pl_daemon_session *ss = s->cand[s->pick_idx[k]];
+        uint32_t got = 0;
+        for (uint32_t i = 0; i < s->n_held && n < slots; i++) {
+            struct pl_daemon_req *q = s->held[i];
+            if (q->s != ss || !decode_ready(q))
+                continue;
+            s->b_tok[n] = q->last;
+            s->b_pos[n] = (int32_t)(q->n_prompt + q->n_gen - 1);
+            s->b_seq[n] = q->seq;
+            s->b_logits[n] = true;
+            s->b_req[(*rows)++] = q;
+            n++;
+            got++;
+        }
+        pl_policy_sched_charge(&ss->ent, got);
+    }
+    return n;
+}
+
 /* Build and run one batch. Returns the number of entries run. */
 static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
-    uint32_t n = 0, rows = 0;
-    /* Decode entries: one token per decoding request whose output has room. */
-    for (uint32_t i = 0; i < s->n_held && n < s->o.n_batch; i++) {
-        struct pl_daemon_req *q = s->held[i];
-        if (q->phase != PL_DAEMON_PHASE_DECODE || !out_has_room(q) ||
-            (q->stream && (q->n_out_ids || q->n_out_text)))
-            continue;
-        s->b_tok[n] = q->last;
-        s->b_pos[n] = (int32_t)(q->n_prompt + q->n_gen - 1);
-        s->b_seq[n] = q->seq;
-        s->b_logits[n] = true;
-        s->b_req[rows++] = q;
-        n++;
-    }
+    uint32_t rows = 0;
+    uint32_t n = decode_entries(s, &rows);
     /* Prefill: a bounded chunk of prompt tokens per step, oldest request first, so a long
      * prompt never holds back the token streams of the others. */
     uint32_t budget = atomic_load_explicit(&s->prefill_chunk, memory_order_relaxed);
@@ -768,6 +831,10 @@ static void sched_free(struct pl_daemon_sched *s) {
     free(s->b_seq);
     free(s->b_logits);
     free(s->b_req);
+    free(s->runnable);
+    free(s->cand);
+    free(s->cand_ent);
+    free(s->pick_idx);
     free(s->logits);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -823,6 +890,13 @@ int pl_daemon_sched_start(struct pl_model *m, const struct pl_daemon_sched_opts 
     s->logits = calloc((size_t)opts->n_seq * s->n_vocab, sizeof(float));
     if (!s->held || !s->free_seq || !s->outbox_list || !s->dirty || !s->b_tok || !s->b_pos ||
         !s->b_seq || !s->b_logits || !s->b_req || !s->logits)
+        goto fail;
+    pl_policy_sched_init(&s->psched);
+    s->runnable = calloc(opts->max_sessions, sizeof(*s->runnable));
+    s->cand = calloc(opts->max_sessions, sizeof(*s->cand));
+    s->cand_ent = calloc(opts->max_sessions, sizeof(*s->cand_ent));
+    s->pick_idx = calloc(opts->max_sessions, sizeof(*s->pick_idx));
+    if (!s->runnable || !s->cand || !s->cand_ent || !s->pick_idx)
         goto fail;
     for (uint32_t i = 0; i < opts->n_seq; i++)
         s->free_seq[s->n_free_seq++] = (int32_t)(opts->n_seq - 1 - i);

@@ -49,6 +49,8 @@ struct pl_daemon_sched_opts {
     uint32_t queue_timeout_ms;
     uint32_t max_held;        /* request slots over all sessions */
     uint32_t max_sessions;
+    uint32_t decode_slots;    /* requests given a token per step, chosen by policy weight and
+                                 class (pl/policy_sched.h); 0: every decoding request */
     uint32_t prefix_cache_tokens;  /* shared prefix KV cache size (0: off) */
     const char *prefix_cache_dir;  /* borrowed for the call: persistence ("" / NULL: none) */
 };

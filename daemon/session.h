@@ -20,6 +20,8 @@
 #include "pl/ipc_peer.h"
 #include "pl/ipc_region.h"
 #include "pl/ipc_ring.h"
+#include "pl/policy_file.h"
+#include "pl/policy_sched.h"
 #include "request_features.h"
 
 struct pl_sampler;
@@ -64,6 +66,8 @@ struct pl_daemon_req {
     uint64_t seed;
     struct pl_sampler *sampler;  /* owned; created by the event thread */
     uint64_t t_recv_ns;
+    bool policy_queued;          /* [event] counted against the uid's max_queued */
+    uint64_t rate_taken;         /* [event] tokens reserved from the uid's token bucket */
     _Atomic bool cancel;         /* [atomic] event -> infer: Cancel / kill / drain */
     _Atomic uint32_t cancel_why; /* 0 client, 1 admin kill, 2 shutdown */
 
@@ -117,6 +121,10 @@ struct pl_daemon_session {
     bool sq_paused;              /* outbox full: stop reading until the scheduler drains it */
     uint32_t n_inflight;         /* requests in state SUBMITTED */
     uint32_t outbox_tail;        /* next slot the event thread fills */
+    uint32_t access_user;        /* per-uid policy entry + 1 (access.c); 0: none */
+    struct pl_policy_limits limits; /* of the policy rule that admitted it (set before the
+                                    first request: the scheduler reads weight/priority) */
+    char rule[PL_POLICY_MAX_NAME_LEN + 1]; /* name of that rule */
 
     /* ---- [infer] ---- */
     struct pl_ipc_ring cq;       /* producer end: written by the inference thread only */
@@ -125,6 +133,12 @@ struct pl_daemon_session {
     bool outbox_listed;
     uint32_t outbox_head;        /* next slot the scheduler writes out */
     uint32_t cq_need;            /* payload bytes the last failed reserve wanted */
+    struct pl_policy_sched_entity ent; /* fair share (policy weight and class) */
+    bool ent_ready;              /* ent set up for this session (reset by the event thread
+                                    at the handshake, before any request) */
+    bool ent_listed;             /* in the scheduler's runnable list */
+    uint64_t sched_stamp;        /* step that last saw it with decode work */
+    uint32_t sched_ready;        /* its requests ready to decode in that step */
 
     /* ---- [atomic] ---- */
     _Atomic bool dead;           /* event -> infer: stop writing, release everything */

@@ -92,6 +92,7 @@ typedef struct picolm_stream picolm_stream;
  *   PICOLM_E_UNREACHABLE  nothing listens there (ENOENT, ECONNREFUSED, not a socket...)
  *   PICOLM_E_DENIED       the broker's policy refused this process (or EACCES on the path)
  *   PICOLM_E_EXHAUSTED    the broker has no free session
+ *   PICOLM_E_QUOTA        this user already has as many sessions as its policy allows
  *   PICOLM_E_VERSION      the broker speaks another major version
  *   PICOLM_E_BROKER_GONE  the broker hung up during the handshake
  *   PICOLM_E_TIMEOUT      the broker accepted but did not answer within 5 seconds

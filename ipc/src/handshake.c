@@ -175,6 +175,7 @@ int pl_ipc_handshake_send_reject(int sock, enum pl_ipc_welcome_status status) {
     case PL_IPC_WELCOME_DENIED:
     case PL_IPC_WELCOME_BUSY:
     case PL_IPC_WELCOME_ERROR:
+    case PL_IPC_WELCOME_QUOTA:
         break;
     case PL_IPC_WELCOME_OK:
     default:
@@ -239,6 +240,9 @@ int pl_ipc_handshake_recv_welcome(int sock, struct pl_ipc_handshake_result *ret)
         goto fail;
     case PL_IPC_WELCOME_ERROR:
         r = m.n_fds ? -PL_ERR_PROTOCOL : -ECONNABORTED;
+        goto fail;
+    case PL_IPC_WELCOME_QUOTA:
+        r = m.n_fds ? -PL_ERR_PROTOCOL : -PL_ERR_QUOTA;
         goto fail;
     default:
         r = -PL_ERR_PROTOCOL;

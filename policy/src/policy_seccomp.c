@@ -57,6 +57,9 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     ALLOW("accept4", "accept client and admin connections when not accepted via io_uring"),
     ALLOW("recvmsg", "read the handshake hello and admin requests"),
     ALLOW("sendmsg", "send the welcome with its fds (SCM_RIGHTS) and admin replies"),
+    ALLOW("recvfrom", "admin requests: recv() is recvfrom(2)"),
+    ALLOW_EQ("sendto", 4, "admin replies: send() is sendto(2) with no address (connected "
+                          "sockets only)", 0),
     ALLOW_EQ("getsockopt", 1, "caller identity: SO_PEERCRED, SO_PEERPIDFD, SO_PEERGROUPS",
              SOL_SOCKET),
     ALLOW("shutdown", "end a session's socket"),
@@ -92,6 +95,10 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     ALLOW("gettimeofday", "wall-clock time for admin replies"),
     ALLOW("getpid", "log lines and self checks"),
     ALLOW("gettid", "log lines"),
+    ALLOW("getuid", "the start-up log line names the uid it serves as"),
+    ALLOW("getgid", "the same for the gid"),
+    ALLOW("geteuid", "libc and sanitizer runtimes check the effective uid"),
+    ALLOW("getegid", "the same for the effective gid"),
     ALLOW("getrandom", "sampler seeds; malloc's tcache randomisation"),
     ALLOW("getrusage", "CPU time for admin stats"),
     ALLOW("sched_getaffinity", "glibc's CPU count"),
@@ -103,6 +110,9 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     ALLOW("statx", "fstat through statx (some libcs)"),
     ALLOW("lseek", "stdio on read-only files"),
     REFUSE("socket", EACCES, "NSS lookups on reload probe nscd / systemd-userdb sockets"),
+    REFUSE("unlink", EACCES, "drain/exit removes its socket files: the unprivileged broker "
+                             "may not (the service manager cleans the runtime directory)"),
+    REFUSE("unlinkat", EACCES, "the same, where libc implements unlink with unlinkat"),
     /* Ending */
     ALLOW_IF("tgkill", PL_POLICY_SECCOMP_COND_SELF_PID, 0, "abort() on internal corruption"),
     ALLOW("exit", "a thread ends"),

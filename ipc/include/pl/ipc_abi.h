@@ -148,6 +148,7 @@ enum pl_ipc_welcome_status {
     PL_IPC_WELCOME_DENIED = 2,  /* the caller's policy refused this peer */
     PL_IPC_WELCOME_BUSY = 3,    /* the broker is out of sessions */
     PL_IPC_WELCOME_ERROR = 4,   /* the broker failed to set the session up */
+    PL_IPC_WELCOME_QUOTA = 5,   /* a policy limit refused this peer (max_sessions per user) */
 };
 
 /* broker -> client. With status OK it carries exactly PL_IPC_WELCOME_N_FDS fds in one

@@ -54,7 +54,7 @@ int pl_ipc_handshake_send_hello(int sock);
 
 /* Receive the welcome (blocking or not, as the socket is). On success *ret holds three new
  * O_CLOEXEC fds. Returns 0; -EAGAIN; -PL_ERR_GONE (broker closed); -PL_ERR_VERSION,
- * -PL_ERR_DENIED, -PL_ERR_EXHAUSTED or -ECONNABORTED (refused with that status);
+ * -PL_ERR_DENIED, -PL_ERR_EXHAUSTED, -PL_ERR_QUOTA or -ECONNABORTED (refused with that status);
  * -PL_ERR_PROTOCOL (malformed: size, truncation, fd count) or -errno. */
 int pl_ipc_handshake_recv_welcome(int sock, struct pl_ipc_handshake_result *ret);
 

@@ -420,19 +420,22 @@ static void test_broker_export_matches_table(void **state) {
                            "connect", "bind", "listen", "setuid", "setresuid", "capset",
                            "mount", "unshare", "setns", "kill", "process_vm_writev",
                            "io_uring_setup", "io_uring_register", "bpf", "perf_event_open",
-                           "init_module", "seccomp", "personality", "unlink", "chmod"};
+                           "init_module", "seccomp", "personality", "rename", "chmod"};
     for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
         char key[64];
         (void)snprintf(key, sizeof(key), "syscall \"%s", never[i]);
         if (strstr(text, key))
             fail_msg("broker filter allows %s", never[i]);
     }
-    /* socket() only ever fails (EACCES), never succeeds. */
-    char *sock = pfc_block(text, "socket");
-    assert_non_null(sock);
-    assert_non_null(strstr(sock, "action ERRNO(13)"));
-    assert_null(strstr(sock, "ALLOW"));
-    free(sock);
+    /* socket() and unlink() only ever fail (EACCES), never succeed. */
+    const char *refused[] = {"socket", "unlink", "unlinkat"};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        char *blk = pfc_block(text, refused[i]);
+        assert_non_null(blk);
+        assert_non_null(strstr(blk, "action ERRNO(13)"));
+        assert_null(strstr(blk, "ALLOW"));
+        free(blk);
+    }
     free(text);
     seccomp_release(f);
 }
