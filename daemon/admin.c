@@ -62,6 +62,7 @@ static int do_status(struct pl_daemon *d, int fd, Picolm__Admin__V1__AdminRespon
                    d->res.locked ? "" : "; ", d->res.locked ? "" : d->res.lock_reason);
     r.backing_reason = reason;
     r.locked = d->res.locked;
+    r.address = (uint64_t)(uintptr_t)d->res.base;
     kv.total_tokens = pl_daemon_sched_kv_total(d->sched);
     kv.used_tokens = atomic_load_explicit(&st->kv_used_tokens, memory_order_relaxed);
     kv.block_tokens = 16;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -151,6 +152,7 @@ static void test_eight_concurrent_greedy_clients_match_in_process(void **state) 
         kids[i] = fork();
         if (kids[i] == 0) {
             struct pl_test_client c;
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             static struct pl_test_result r;
             char x;
             if (pl_test_client_connect(d.dir, &c) < 0)
@@ -160,9 +162,12 @@ static void test_eight_concurrent_greedy_clients_match_in_process(void **state) 
             if (pl_test_client_generate(&c, 100 + i, NULL, 0, prompts[i], MAX_NEW, true, false) < 0 ||
                 pl_test_client_collect(&c, 100 + i, &r, 10000, NULL, NULL) < 0)
                 _exit(4);
-            uint32_t hdr[2] = {(uint32_t)i, r.n_ids};
-            if (write(res[1], hdr, sizeof(hdr)) != sizeof(hdr) ||
-                write(res[1], r.ids, r.n_ids * 4) != (ssize_t)(r.n_ids * 4))
+            /* One write (< PIPE_BUF) so the children's results cannot interleave. */
+            uint32_t msg[2 + MAX_NEW] = {(uint32_t)i, r.n_ids};
+            if (r.n_ids > MAX_NEW)
+                _exit(5);
+            memcpy(msg + 2, r.ids, r.n_ids * 4);
+            if (write(res[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg))
                 _exit(5);
             _exit(0);
         }
@@ -179,9 +184,12 @@ static void test_eight_concurrent_greedy_clients_match_in_process(void **state) 
         uint32_t hdr[2];
         int32_t got[MAX_NEW], want[MAX_NEW];
         uint32_t n_want;
-        assert_int_equal(read(res[0], hdr, sizeof(hdr)), sizeof(hdr));
-        assert_true(hdr[1] <= MAX_NEW);
-        assert_int_equal(read(res[0], got, hdr[1] * 4), (ssize_t)(hdr[1] * 4));
+        uint32_t msg[2 + MAX_NEW];
+        assert_int_equal(read(res[0], msg, sizeof(msg)), sizeof(msg));
+        hdr[0] = msg[0];
+        hdr[1] = msg[1];
+        assert_true(hdr[0] < 8 && hdr[1] <= MAX_NEW);
+        memcpy(got, msg + 2, hdr[1] * 4);
         reference(prompts[hdr[0]], want, &n_want);
         assert_int_equal(hdr[1], n_want);
         assert_memory_equal(got, want, n_want * 4);
@@ -220,25 +228,44 @@ static void test_cancel_mid_stream_gives_done_cancelled(void **state) {
 static void test_sigkill_client_returns_kv_within_100ms(void **state) {
     (void)state;
     struct daemon d;
-    daemon_start(&d, NULL);
+    /* A context long enough that four unread streams overflow the completion ring: the
+     * requests then stall mid-stream, holding their KV blocks, until the client dies. */
+    const char *extra[] = {"--ctx", "2048", NULL};
+    daemon_start(&d, extra);
     int p[2];
     assert_int_equal(pipe(p), 0);
     pid_t kid = fork();
     if (kid == 0) {
         struct pl_test_client c;
-        uint8_t buf[65536];
+        static uint8_t buf[65536];
         uint32_t type, len;
-        if (pl_test_client_connect(d.dir, &c) < 0 ||
-            pl_test_client_generate(&c, 1, NULL, 0, "Once upon", 0, true, true) < 0 ||
-            pl_test_client_recv(&c, &type, buf, sizeof(buf), &len, 5000) != 1)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (pl_test_client_connect(d.dir, &c) < 0)
+            _exit(2);
+        for (uint64_t id = 1; id <= 4; id++)
+            if (pl_test_client_generate(&c, id, NULL, 0, "Once upon", 0, true, true) < 0)
+                _exit(2);
+        if (pl_test_client_recv(&c, &type, buf, sizeof(buf), &len, 5000) != 1)
             _exit(2);
         (void)!write(p[1], "x", 1);
-        pause(); /* streaming stops being read: the daemon stalls this session */
+        pause(); /* stop reading: the daemon stalls this session's streams */
         _exit(0);
     }
     char x;
     assert_int_equal(read(p[0], &x, 1), 1);
-    assert_true(kv_used(d.dir) > 0);
+    /* Wait until the streams are stalled on the full ring (KV in use and not changing). */
+    uint64_t prev = 0, t_wait = now_ms();
+    for (;;) {
+        uint64_t u = kv_used(d.dir);
+        if (u > 0 && u == prev)
+            break;
+        prev = u;
+        if (now_ms() - t_wait > 10000) {
+            kill(kid, SIGKILL);
+            fail_msg("streams never stalled (kv used %llu)", (unsigned long long)u);
+        }
+        usleep(50000);
+    }
     kill(kid, SIGKILL);
     waitpid(kid, NULL, 0);
     uint64_t t0 = now_ms();
@@ -397,7 +424,7 @@ static void test_residency_matches_smaps(void **state) {
     while (fgets(line, sizeof(line), f)) {
         unsigned long a, b;
         if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            in = strcmp(res->backing, "file") != 0 && (b - a) == res->bytes_mapped;
+            in = strcmp(res->backing, "file") != 0 && a == res->address;
             if (in)
                 found = true;
             continue;
@@ -418,7 +445,8 @@ static void test_residency_matches_smaps(void **state) {
         if (!strcmp(res->backing, "hugetlb"))
             assert_int_equal(kps, 2048);
         if (!strcmp(res->backing, "thp"))
-            assert_int_equal(ahp * 1024, res->bytes_thp);
+            assert_int_equal(ahp * 1024, res->bytes_thp); /* same mapping, same count */
+        assert_int_equal(size_kb * 1024, res->bytes_mapped);
     }
     picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
     assert_int_equal(daemon_stop(&d), 0);
