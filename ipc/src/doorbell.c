@@ -93,11 +93,28 @@ static long sys_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct
     return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
 }
 
-int pl_ipc_doorbell_futex_wake(const struct pl_ipc_futex *f) {
+/* Returns the number of sleepers woken (0 or 1) or -errno. */
+static int futex_wake(_Atomic uint32_t *word) {
     pl_ipc_stats_count(PL_IPC_STAT_WAKE);
     /* One waiter at most (one consumer or one producer per ring end): wake one. */
-    if (sys_futex(f->word, FUTEX_WAKE, 1, NULL) < 0)
-        return -errno;
+    long n = sys_futex(word, FUTEX_WAKE, 1, NULL);
+    return n < 0 ? -errno : (int)n;
+}
+
+int pl_ipc_doorbell_futex_wake(const struct pl_ipc_futex *f) {
+    int rc = futex_wake(f->word);
+    return rc < 0 ? rc : 0;
+}
+
+/* Deliver the wake-up pl_ipc_ring_publish*() asked for (rc > 0). */
+static int wake_peer(struct pl_ipc_ring *r, int rc, int peer_fd) {
+    if (rc != PL_IPC_WAKE_FUTEX)
+        return pl_ipc_doorbell_ring(peer_fd);
+    rc = futex_wake(pl_ipc_ring_wake_futex(r).word);
+    if (rc < 0)
+        return rc;
+    if (rc > 0)
+        pl_ipc_ring_woke(r); /* it was asleep: this sleep needs no further wake-up */
     return 0;
 }
 
@@ -118,24 +135,12 @@ int pl_ipc_doorbell_futex_sleep(const struct pl_ipc_futex *f, int timeout_ms) {
 
 int pl_ipc_doorbell_notify(struct pl_ipc_ring *r, int peer_fd) {
     int rc = pl_ipc_ring_publish(r);
-    if (rc <= 0)
-        return rc;
-    if (rc == PL_IPC_WAKE_FUTEX) {
-        struct pl_ipc_futex f = pl_ipc_ring_wake_futex(r);
-        return pl_ipc_doorbell_futex_wake(&f);
-    }
-    return pl_ipc_doorbell_ring(peer_fd);
+    return rc <= 0 ? rc : wake_peer(r, rc, peer_fd);
 }
 
 int pl_ipc_doorbell_notify_batch(struct pl_ipc_ring *r, int peer_fd, uint32_t batch_bytes) {
     int rc = pl_ipc_ring_publish_batch(r, batch_bytes);
-    if (rc <= 0)
-        return rc;
-    if (rc == PL_IPC_WAKE_FUTEX) {
-        struct pl_ipc_futex f = pl_ipc_ring_wake_futex(r);
-        return pl_ipc_doorbell_futex_wake(&f);
-    }
-    return pl_ipc_doorbell_ring(peer_fd);
+    return rc <= 0 ? rc : wake_peer(r, rc, peer_fd);
 }
 
 static uint64_t now_ns(void) {

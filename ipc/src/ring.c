@@ -292,8 +292,19 @@ int pl_ipc_ring_publish(struct pl_ipc_ring *r) {
     uint32_t seq = atomic_load_explicit(peer_seq, memory_order_relaxed); /* untrusted */
     if (seq != 0 && seq == r->woken_seq)
         return 0;
-    r->woken_seq = seq;
-    return (flags & PL_IPC_RING_WAKE_FUTEX) ? PL_IPC_WAKE_FUTEX : PL_IPC_WAKE_DOORBELL;
+    if (flags & PL_IPC_RING_WAKE_FUTEX) {
+        /* A FUTEX_WAKE is not sticky: one that lands before the peer enters FUTEX_WAIT is lost
+         * when the peer had already seen this very index (its wait value is current). So this
+         * sleep counts as woken only once a wake reached a sleeper (pl_ipc_ring_woke()). */
+        r->wake_seq = seq;
+        return PL_IPC_WAKE_FUTEX;
+    }
+    r->woken_seq = seq; /* a doorbell ring stays pending until the peer drains it */
+    return PL_IPC_WAKE_DOORBELL;
+}
+
+void pl_ipc_ring_woke(struct pl_ipc_ring *r) {
+    r->woken_seq = r->wake_seq;
 }
 
 int pl_ipc_ring_publish_batch(struct pl_ipc_ring *r, uint32_t batch_bytes) {
@@ -303,18 +314,15 @@ int pl_ipc_ring_publish_batch(struct pl_ipc_ring *r, uint32_t batch_bytes) {
     if (pending == 0)
         return 0;
     if (pending < batch_bytes) {
-        if (r->role != PL_IPC_RING_PRODUCER)
+        /* Hold the batch back unless the peer sleeps waiting for us. The flag line changes
+         * only when the peer goes to sleep or wakes up, so in a busy stream this load hits
+         * our cache; it is only a hint (a flag we miss here is seen by the next full publish,
+         * which the caller makes before it waits or idles). */
+        _Atomic uint32_t *peer_flags =
+            r->role == PL_IPC_RING_PRODUCER ? &r->ctrl->cons_flags : &r->ctrl->prod_flags;
+        uint32_t flags = atomic_load_explicit(peer_flags, memory_order_relaxed); /* untrusted */
+        if (!(flags & PL_IPC_RING_NEED_WAKEUP))
             return 0;
-        /* Has the consumer drained everything we published? Then it idles (spins or sleeps)
-         * and waits for these records: publish now. The cons line changes only when the
-         * consumer publishes, so this load is a cache hit in a busy stream. */
-        if (r->peer != r->published) {
-            int rc = refresh_cons(r);
-            if (rc < 0)
-                return rc;
-            if (r->peer != r->published)
-                return 0;
-        }
     }
     return pl_ipc_ring_publish(r);
 }

@@ -33,7 +33,8 @@ struct pl_ipc_ring {
     uint32_t resv_cap;  /* producer: payload bytes reserved */
     uint32_t peek_span; /* consumer: span of the record returned by peek, 0 if none */
     uint32_t sleep_seq; /* this side's last sleep number (never 0 once used) */
-    uint32_t woken_seq; /* the peer's sleep number we last woke (0: none) */
+    uint32_t woken_seq; /* the peer's sleep number we last woke for sure (0: none) */
+    uint32_t wake_seq;  /* the peer's sleep number of the last PL_IPC_WAKE_FUTEX returned */
     bool resv_open;
     bool broken;
 };
@@ -103,16 +104,24 @@ int pl_ipc_ring_consume(struct pl_ipc_ring *r);
  * control block if it changed, then report whether the peer sleeps waiting for it: returns
  * PL_IPC_WAKE_DOORBELL (1) if the peer set NEED_WAKEUP (the caller should ring the peer's
  * doorbell), PL_IPC_WAKE_FUTEX (2) if it set NEED_WAKEUP | WAKE_FUTEX (the caller should
- * FUTEX_WAKE pl_ipc_ring_wake_futex()), 0 if not or if this very sleep of the peer (its
- * non-zero sleep_seq) was already reported once, or -PL_ERR_PROTOCOL on a broken ring. */
+ * FUTEX_WAKE pl_ipc_ring_wake_futex(), then call pl_ipc_ring_woke() if that woke someone),
+ * 0 if not or if this very sleep of the peer (its non-zero sleep_seq) was already woken, or
+ * -PL_ERR_PROTOCOL on a broken ring. */
 int pl_ipc_ring_publish(struct pl_ipc_ring *r);
 
-/* Publish only when it matters, for producers that commit many records in a row: when at
- * least batch_bytes are unpublished, or when the consumer has caught up with everything
- * published so far (it may be spinning or asleep on an empty ring), or when the ring is full.
- * Otherwise the records stay private until a later call or pl_ipc_ring_publish(). Returns
- * what pl_ipc_ring_publish() returns (0 when it did not publish). */
+/* Publish in batches, for a side that commits (or consumes) many records in a row: only when
+ * at least batch_bytes are unpublished, or when the peer has announced that it sleeps waiting
+ * for us. Otherwise the progress stays private until a later call or pl_ipc_ring_publish(),
+ * which the caller must make before it stops or waits (pl_ipc_doorbell_wait*() do). A batch
+ * that a spinning peer can wait for within its spin budget keeps a stream syscall-free while
+ * cutting the index traffic between the two cores (e.g. 2 KiB). Returns what
+ * pl_ipc_ring_publish() returns (0 when it did not publish). */
 int pl_ipc_ring_publish_batch(struct pl_ipc_ring *r, uint32_t batch_bytes);
+
+/* Tell r that the FUTEX_WAKE asked for by the last pl_ipc_ring_publish() woke a sleeper
+ * (FUTEX_WAKE returned 1): later publishes skip that same sleep of the peer. Without this
+ * call every publish that sees the peer's futex flag asks for a wake again. */
+void pl_ipc_ring_woke(struct pl_ipc_ring *r);
 
 /* The word a peer sleeping on this side's progress waits on (this side's own index word), to
  * pass to FUTEX_WAKE after pl_ipc_ring_publish() returned PL_IPC_WAKE_FUTEX. */
