@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for ipc/src/doorbell.c: eventfd ring/drain/sleep, the producer rings only when
  * the consumer asked for it, a saturated counter never blocks the ringer, and the lost-wake-up
- * test: a million sleep/wake cycles between two threads with no hang (watchdog). */
+ * test: a million sleep/wake cycles between two threads with no hang (watchdog), the same with
+ * futex sleeps, a batched stream where both sides sleep on futexes, and one wake per sleep. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include "pl/ipc_doorbell.h"
 #include "pl/ipc_region.h"
 #include "pl/ipc_ring.h"
+#include "pl/ipc_stats.h"
 #include "pl/pl_err.h"
 
 static void test_doorbell_ring_then_drain(void **state) {
@@ -204,6 +206,155 @@ static void test_doorbell_no_lost_wakeup_in_a_million_cycles(void **state) {
     free(p);
 }
 
+/* ---- Futex sleeps ---- */
+
+static uint64_t wakes(void) {
+    struct pl_ipc_stats st;
+    pl_ipc_stats_snapshot(&st);
+    return st.wake_syscalls;
+}
+
+/* However often the producer publishes while the consumer is still flagged asleep, it pays for
+ * one wake-up per sleep: a doorbell once, a futex until a wake reaches a sleeper. */
+static void test_doorbell_one_wake_per_sleep(void **state) {
+    (void)state;
+    struct pl_ipc_region reg = PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&reg, 4096, 4096, 256), 0);
+    assert_true(reg.features & PL_IPC_FEATURE_FUTEX_WAKE);
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_BROKER, &bsq, &bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_CLIENT, &csq, &ccq), 0);
+    int bfd;
+    assert_int_equal(pl_ipc_doorbell_open(&bfd), 0);
+
+    assert_int_equal(pl_ipc_ring_sleep_prepare(&bsq, 0), 0);
+    uint64_t w0 = wakes();
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+        assert_int_equal(pl_ipc_doorbell_notify(&csq, bfd), 0);
+    }
+    assert_int_equal(wakes() - w0, 1);
+    assert_int_equal(pl_ipc_doorbell_drain(bfd), 1);
+    pl_ipc_ring_sleep_finish(&bsq);
+    uint8_t b[16];
+    uint32_t ty, ln;
+    while (pl_ipc_ring_read(&bsq, b, sizeof(b), &ty, &ln) == 1) {
+    }
+    assert_int_equal(pl_ipc_doorbell_notify(&bsq, -1), 0);
+
+    /* a new sleep is woken again */
+    assert_int_equal(pl_ipc_ring_sleep_prepare(&bsq, 0), 0);
+    assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_doorbell_notify(&csq, bfd), 0);
+    assert_int_equal(pl_ipc_doorbell_drain(bfd), 1);
+    pl_ipc_ring_sleep_finish(&bsq);
+    while (pl_ipc_ring_read(&bsq, b, sizeof(b), &ty, &ln) == 1) {
+    }
+
+    /* futex sleep that nobody has entered yet: the FUTEX_WAKE reaches no one, so it is not
+     * counted as delivered and the next publish wakes again */
+    struct pl_ipc_futex f;
+    assert_int_equal(pl_ipc_ring_sleep_prepare_futex(&bsq, 0, &f), 0);
+    assert_ptr_equal(f.word, &((struct pl_ipc_ring_ctrl *)(void *)(reg.base + reg.sq.ctrl_offset))->prod);
+    assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_ring_publish(&csq), PL_IPC_WAKE_FUTEX);
+    assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
+    w0 = wakes();
+    assert_int_equal(pl_ipc_doorbell_notify(&csq, bfd), 0);
+    assert_int_equal(wakes() - w0, 1);
+    /* the word moved since prepare: the sleep returns at once */
+    assert_int_equal(pl_ipc_doorbell_futex_sleep(&f, -1), 0);
+    pl_ipc_ring_sleep_finish(&bsq);
+    /* and an unmoved word times out */
+    while (pl_ipc_ring_read(&bsq, b, sizeof(b), &ty, &ln) == 1) {
+    }
+    assert_int_equal(pl_ipc_ring_sleep_prepare_futex(&bsq, 0, &f), 0);
+    assert_int_equal(pl_ipc_doorbell_futex_sleep(&f, 1), -ETIMEDOUT);
+    pl_ipc_ring_sleep_finish(&bsq);
+    assert_int_equal(pl_ipc_doorbell_wait_futex(&bsq, 0, bfd, 1000, 0), -ETIMEDOUT);
+    close(bfd);
+    pl_ipc_region_done(&reg);
+}
+
+/* A blocking doorbell waits and drains in one read. */
+static void test_doorbell_blocking_read_drains(void **state) {
+    (void)state;
+    int fd;
+    assert_int_equal(pl_ipc_doorbell_open_blocking(&fd), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_ring(fd), 0);
+    assert_int_equal(pl_ipc_doorbell_read(fd), 0);
+    close(fd);
+    assert_int_equal(pl_ipc_doorbell_open(&fd), 0);
+    assert_int_equal(pl_ipc_doorbell_read(fd), -EAGAIN);
+    close(fd);
+}
+
+/* A stream where the producer publishes in batches and both sides wait with no spin, sleeping
+ * in FUTEX_WAIT whenever the ring is empty (consumer) or full (producer): every record
+ * arrives in order and nothing hangs (a lost futex wake-up would stop it: watchdog). */
+struct fs {
+    struct pl_ipc_region reg;
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    uint64_t n;
+    _Atomic uint64_t progress;
+    int result;
+};
+
+static void *fs_consumer(void *arg) {
+    struct fs *f = arg;
+    uint8_t b[256];
+    for (uint64_t i = 0; i < f->n; i++) {
+        uint32_t ty, ln;
+        int rc;
+        while ((rc = pl_ipc_ring_read(&f->bsq, b, sizeof(b), &ty, &ln)) == 0)
+            if ((rc = pl_ipc_doorbell_wait_futex(&f->bsq, 0, -1, 0, -1)) < 0)
+                break;
+        uint32_t want = 8 + (uint32_t)(i % 120);
+        uint8_t exp[256];
+        pt_fill(exp, want, i);
+        if (rc != 1 || ln != want || memcmp(b, exp, want) != 0 ||
+            pl_ipc_doorbell_notify_batch(&f->bsq, -1, 512) < 0) {
+            f->result = -1;
+            return NULL;
+        }
+        atomic_store_explicit(&f->progress, i, memory_order_relaxed);
+    }
+    (void)pl_ipc_doorbell_notify(&f->bsq, -1);
+    return NULL;
+}
+
+static void test_doorbell_futex_stream_never_loses_a_wakeup(void **state) {
+    (void)state;
+    struct fs *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->n = pt_env_count("PL_IPC_THREAD_RECORDS", 1000000);
+    f->reg = (struct pl_ipc_region)PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&f->reg, 1024, 1024, 256), 0);
+    assert_int_equal(pl_ipc_region_rings(&f->reg, PL_IPC_REGION_BROKER, &f->bsq, &f->bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&f->reg, PL_IPC_REGION_CLIENT, &f->csq, &f->ccq), 0);
+    struct pt_watchdog w;
+    pt_watchdog_start(&w, &f->progress, 10, "futex stream");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fs_consumer, f), 0);
+    uint8_t b[256];
+    for (uint64_t i = 0; i < f->n; i++) {
+        uint32_t len = 8 + (uint32_t)(i % 120);
+        pt_fill(b, len, i);
+        int rc;
+        while ((rc = pl_ipc_ring_push(&f->csq, 1, b, len)) == -EAGAIN)
+            assert_int_equal(pl_ipc_doorbell_wait_futex(&f->csq, len, -1, 0, -1), 0);
+        assert_int_equal(rc, 0);
+        assert_int_equal(pl_ipc_doorbell_notify_batch(&f->csq, -1, 256), 0);
+    }
+    assert_int_equal(pl_ipc_doorbell_notify(&f->csq, -1), 0);
+    pthread_join(th, NULL);
+    pt_watchdog_stop(&w);
+    assert_int_equal(f->result, 0);
+    pl_ipc_region_done(&f->reg);
+    free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_doorbell_ring_then_drain),
@@ -211,6 +362,9 @@ int main(void) {
         cmocka_unit_test(test_doorbell_closed_fd_is_an_error),
         cmocka_unit_test(test_doorbell_notify_rings_only_for_sleeper),
         cmocka_unit_test(test_doorbell_no_lost_wakeup_in_a_million_cycles),
+        cmocka_unit_test(test_doorbell_one_wake_per_sleep),
+        cmocka_unit_test(test_doorbell_blocking_read_drains),
+        cmocka_unit_test(test_doorbell_futex_stream_never_loses_a_wakeup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

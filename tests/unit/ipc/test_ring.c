@@ -308,6 +308,32 @@ static void test_ring_publish_reports_sleeping_peer(void **state) {
     tring_done(&t);
 }
 
+/* Batched publishing holds records back until batch_bytes are pending or the consumer sleeps. */
+static void test_ring_publish_batch_waits_for_batch_or_sleeper(void **state) {
+    (void)state;
+    struct tring t;
+    tring_init(&t, 1024, 128, 0);
+    assert_int_equal(pl_ipc_ring_push(&t.prod, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_ring_publish_batch(&t.prod, 64), 0);
+    assert_int_equal(atomic_load(&t.ctrl->prod), 0); /* held back */
+    assert_int_equal(pl_ipc_ring_ready(&t.cons, 0), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pl_ipc_ring_push(&t.prod, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_ring_publish_batch(&t.prod, 64), 0);
+    assert_int_equal(atomic_load(&t.ctrl->prod), 64); /* 4 records of 16 bytes: published */
+    /* the consumer drains and sleeps: the next single record goes out at once, with a wake */
+    uint8_t b[16];
+    uint32_t ty, ln;
+    while (pl_ipc_ring_read(&t.cons, b, sizeof(b), &ty, &ln) == 1) {
+    }
+    assert_int_equal(pl_ipc_ring_sleep_prepare(&t.cons, 0), 0);
+    assert_int_equal(pl_ipc_ring_push(&t.prod, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_ring_publish_batch(&t.prod, 64), PL_IPC_WAKE_DOORBELL);
+    assert_int_equal(atomic_load(&t.ctrl->prod), 80);
+    pl_ipc_ring_sleep_finish(&t.cons);
+    tring_done(&t);
+}
+
 /* ---- Hostile producer (consumer-side validation) ---- */
 
 static void write_hdr(struct tring *t, uint32_t pos, uint32_t len, uint32_t type) {
@@ -587,6 +613,7 @@ int main(void) {
         cmocka_unit_test(test_ring_read_into_small_buffer_keeps_record),
         cmocka_unit_test(test_ring_peek_consume_is_zero_copy),
         cmocka_unit_test(test_ring_publish_reports_sleeping_peer),
+        cmocka_unit_test(test_ring_publish_batch_waits_for_batch_or_sleeper),
         cmocka_unit_test(test_ring_consumer_rejects_bad_prod_index),
         cmocka_unit_test(test_ring_consumer_rejects_bad_records),
         cmocka_unit_test(test_ring_producer_rejects_bad_cons_index),

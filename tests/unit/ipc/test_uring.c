@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for ipc/src/uring.c: multishot poll on a doorbell, eventfd read, accept on a
- * listening SOCK_SEQPACKET socket, hang-up detection, cancel, timeouts, argument checks.
+ * listening SOCK_SEQPACKET socket, hang-up detection, cancel, timeouts, argument checks, and
+ * the futex wait a sleeping broker uses (skipped before Linux 6.7).
  * Exits 77 (skip) when the kernel has no usable io_uring. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,8 @@
 #include <cmocka.h>
 
 #include "pl/ipc_doorbell.h"
+#include "pl/ipc_region.h"
+#include "pl/ipc_ring.h"
 #include "pl/ipc_uring.h"
 #include "pl/pl_err.h"
 
@@ -199,6 +202,45 @@ static void test_uring_many_doorbells_one_wait(void **state) {
         close(fds[i]);
 }
 
+/* The broker's futex sleep: prepare on the submission ring, wait through io_uring, and the
+ * client's notify wakes it with one FUTEX_WAKE; a word that moved before the wait completes
+ * the wait at once. */
+static void test_uring_futex_wait_woken_by_notify(void **state) {
+    struct pl_ipc_uring *u = *state;
+    struct pl_ipc_futex f = {0};
+    if (!pl_ipc_uring_has_futex_wait(u)) {
+        assert_int_equal(pl_ipc_uring_futex_wait(u, &(struct pl_ipc_futex){.word = (void *)&f},
+                                                 1),
+                         -PL_ERR_UNSUPPORTED);
+        skip();
+    }
+    struct pl_ipc_region reg = PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&reg, 4096, 4096, 256), 0);
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_BROKER, &bsq, &bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_CLIENT, &csq, &ccq), 0);
+
+    assert_int_equal(pl_ipc_ring_sleep_prepare_futex(&bsq, 0, &f), 0);
+    assert_int_equal(pl_ipc_uring_futex_wait(u, &f, 11), 0);
+    struct pl_ipc_uring_event ev;
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 1, 20), 0); /* armed, asleep: nothing yet */
+    assert_int_equal(pl_ipc_ring_push(&csq, 1, "x", 1), 0);
+    assert_int_equal(pl_ipc_doorbell_notify(&csq, -1), 0);
+    ev = one(u);
+    assert_int_equal(ev.tag, 11);
+    assert_int_equal(ev.res, 0);
+    pl_ipc_ring_sleep_finish(&bsq);
+
+    /* a wait queued with a stale value completes with -EAGAIN */
+    f.val ^= 8;
+    assert_int_equal(pl_ipc_uring_futex_wait(u, &f, 12), 0);
+    ev = one(u);
+    assert_int_equal(ev.tag, 12);
+    assert_int_equal(ev.res, -EAGAIN);
+    assert_int_equal(pl_ipc_uring_futex_wait(u, NULL, 1), -EINVAL);
+    pl_ipc_region_done(&reg);
+}
+
 int main(void) {
     struct pl_ipc_uring *probe;
     int r = pl_ipc_uring_new(8, &probe);
@@ -214,6 +256,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_uring_accepts_and_detects_hangup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uring_rejects_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uring_many_doorbells_one_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_futex_wait_woken_by_notify, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
