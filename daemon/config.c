@@ -64,6 +64,10 @@ static const struct key keys[] = {
     {"drain_timeout_ms", K_U32, F(drain_timeout_ms), 0, 3600000, "SIGTERM grace (live)"},
     {"handshake_timeout_ms", K_U32, F(handshake_timeout_ms), 0, 600000,
      "time a client has to say hello (live)"},
+    {"metrics_file", K_STR, F(metrics_file), sizeof(((struct pl_daemon_config *)0)->metrics_file),
+     0, "write Prometheus metrics to this file (temp file + rename), for node_exporter"},
+    {"metrics_interval", K_U32, F(metrics_interval_s), 0, 86400,
+     "seconds between metrics file writes (default 15)"},
 };
 #undef F
 
@@ -94,6 +98,7 @@ void pl_daemon_config_defaults(struct pl_daemon_config *c) {
     c->queue_timeout_ms = 10000;
     c->drain_timeout_ms = 30000;
     c->handshake_timeout_ms = 5000;
+    c->metrics_interval_s = 15;
     (void)snprintf(c->user, sizeof(c->user), "%s", "picolm");
 }
 

@@ -52,6 +52,9 @@ struct pl_daemon_config {
     uint32_t queue_timeout_ms;    /* how long such a request may wait */
     uint32_t drain_timeout_ms;    /* SIGTERM: then cancel what still runs */
     uint32_t handshake_timeout_ms;
+    /* observability (metrics_text.c) */
+    char metrics_file[4096];      /* Prometheus textfile, "" for none */
+    uint32_t metrics_interval_s;  /* between writes; 0: only at exit */
 };
 
 void pl_daemon_config_defaults(struct pl_daemon_config *c);

@@ -17,6 +17,7 @@
 struct pl_model;
 struct pl_daemon_sched;
 struct pl_ipc_uring;
+struct pl_daemon_stats;
 
 #define PL_DAEMON_MAX_ADMIN 8
 
@@ -44,6 +45,8 @@ struct pl_daemon {
     bool reload_requested;
     /* counters (event thread) */
     uint64_t n_sessions_total, n_protocol_errors, n_rejected, n_requests;
+    struct pl_daemon_stats *stats; /* counters + histograms (stats.h), owned */
+    uint64_t metrics_next_ns;      /* next metrics textfile write */
     /* scratch for Tokenize / Detokenize (event thread) */
     int32_t *scratch_ids;         /* [PL_DAEMON_MAX_RECORD] */
     char *scratch_text;           /* [PL_DAEMON_MAX_RECORD] */
@@ -65,5 +68,9 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
 
 /* Serve one admin datagram on connection fd (admin.c). Returns 0, or < 0 to close it. */
 int pl_daemon_admin_serve(struct pl_daemon *d, int fd);
+/* Timers of admin.c, from the event loop's tick: finish sessions picoctl kill is ending
+ * (their cancelled requests reported, then a session Error, then the close) and write the
+ * metrics textfile when due (and once more when the daemon quits). */
+void pl_daemon_admin_tick(struct pl_daemon *d, uint64_t now_ns);
 
 #endif

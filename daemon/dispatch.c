@@ -27,6 +27,7 @@
 #include "records.h"
 #include "request_features.h"
 #include "scheduler.h"
+#include "stats.h"
 
 #define E_INVALID PICOLM__V1__ERROR_CODE__ERROR_CODE_INVALID_ARGUMENT
 #define E_EXHAUSTED PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED
@@ -325,7 +326,10 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
     q->state = PL_DAEMON_REQ_SUBMITTED;
     s->n_inflight++;
     d->n_requests++;
+    s->n_requests++;
     atomic_fetch_add_explicit(&s->tokens_in, q->n_prompt, memory_order_relaxed);
+    pl_daemon_stats_add(d->stats, s->stats_ident, PL_DAEMON_CTR_REQUESTS, 1);
+    pl_daemon_stats_add(d->stats, s->stats_ident, PL_DAEMON_CTR_TOKENS_IN, q->n_prompt);
     if (pl_daemon_sched_send(d->sched, PL_DAEMON_CMD_NEW, q) < 0) {
         pl_daemon_access_request_end(&d->access, q, 0, pl_daemon_now_ns());
         pl_daemon_session_req_release(s, q);
@@ -460,9 +464,15 @@ int pl_daemon_dispatch_decode(uint32_t type, uint32_t state, const uint8_t *buf,
 
 static int protocol_error(struct pl_daemon *d, struct pl_daemon_session *s, const char *what,
                           uint32_t type, uint32_t len) {
+    uint64_t suppressed;
     d->n_protocol_errors++;
-    pl_log_warn("session %llu (pid %d): %s (record type %u, %u bytes); ending the session",
-                (unsigned long long)s->id, (int)s->peer.pid, what, type, len);
+    pl_daemon_stats_add(d->stats, s->stats_ident, PL_DAEMON_CTR_PROTOCOL_ERRORS, 1);
+    /* Client-triggered: rate-limited so that a flood of bad clients cannot flood the log. */
+    if (pl_daemon_stats_warn_allow(d->stats, pl_daemon_now_ns(), &suppressed))
+        pl_log_warn("session %llu (pid %d): %s (record type %u, %u bytes); ending the session"
+                    " (%llu similar lines suppressed before)",
+                    (unsigned long long)s->id, (int)s->peer.pid, what, type, len,
+                    (unsigned long long)suppressed);
     return -PL_ERR_PROTOCOL;
 }
 

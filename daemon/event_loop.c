@@ -22,6 +22,7 @@
 #include "pl/pl_util.h"
 #include "scheduler.h"
 #include "sd_notify.h"
+#include "stats.h"
 
 enum tag_kind {
     T_LISTEN = 1,
@@ -68,13 +69,15 @@ void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_ses
     if (s->state == PL_DAEMON_SESSION_FREE || s->state == PL_DAEMON_SESSION_CLOSING)
         return;
     pl_daemon_access_leave(&d->access, s); /* its policy counts end with the connection */
-    pl_log_info("session %llu (pid %d): closing: %s", (unsigned long long)s->id,
-                (int)s->peer.pid, why);
+    /* OPEN sessions get their structured end line (stats.c, rate-limited). */
+    pl_log_debug("session %llu (pid %d): closing: %s", (unsigned long long)s->id,
+                 (int)s->peer.pid, why);
     cancel_session_polls(d, s);
     if (s->state == PL_DAEMON_SESSION_HANDSHAKE) {
         pl_daemon_session_close(&d->sessions, s); /* the scheduler never saw it */
         return;
     }
+    pl_daemon_stats_session_end(d->stats, s, why, pl_daemon_now_ns());
     s->state = PL_DAEMON_SESSION_CLOSING;
     /* Release: the scheduler's relaxed loads of dead only stop writes early; the CLOSE
      * message (queue release/acquire) is what hands the session over for good. */
@@ -156,6 +159,7 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
         return;
     }
     s->state = PL_DAEMON_SESSION_OPEN;
+    pl_daemon_stats_session_start(d->stats, s, pl_daemon_now_ns());
     pl_log_debug("session %llu: open (pid %d uid %u)", (unsigned long long)s->id,
                  (int)s->peer.pid, s->peer.uid);
     arm(d, s->sock, POLLRDHUP, tag(T_HUP, s->gen, s->slot), false);
@@ -169,7 +173,7 @@ static void on_doorbell(struct pl_daemon *d, struct pl_daemon_session *s,
         arm(d, s->db_broker, POLLIN, tag(T_DOORBELL, s->gen, s->slot), true);
     /* A doorbell also means "I freed completion space": the scheduler may wait for it. */
     pl_daemon_sched_kick(d->sched);
-    if (s->sq_paused)
+    if (s->sq_paused || s->kill_pending) /* kill_pending: picoctl kill, no new work */
         return;
     if (pl_daemon_dispatch_session(d, s) < 0)
         pl_daemon_event_loop_kill_session(d, s, "protocol violation");
@@ -235,7 +239,7 @@ static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
         }
         case PL_DAEMON_NOTICE_OUTBOX_FREED: {
             struct pl_daemon_session *s = m.ptr;
-            if (s->state == PL_DAEMON_SESSION_OPEN && s->sq_paused) {
+            if (s->state == PL_DAEMON_SESSION_OPEN && s->sq_paused && !s->kill_pending) {
                 s->sq_paused = false;
                 if (pl_daemon_dispatch_session(d, s) < 0)
                     pl_daemon_event_loop_kill_session(d, s, "protocol violation");
@@ -439,6 +443,7 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
         if (n == 0 || now >= next_tick || d->draining) {
             next_tick = now + TICK_MS * 1000000ull;
             timers(d);
+            pl_daemon_admin_tick(d, now);
         }
     }
     return d->exit_code;

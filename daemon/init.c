@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "metrics_file.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/pl_err.h"
@@ -361,6 +362,10 @@ int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gi
                     "(development only)");
     } else if ((r = pl_policy_seccomp_broker(&filter)) < 0) {
         return set_err(err, err_len, r, "cannot build the seccomp filter: %s", pl_strerror(r));
+    } else if ((r = pl_daemon_metrics_file_seccomp(filter)) < 0) {
+        seccomp_release(filter);
+        return set_err(err, err_len, r, "cannot allow the metrics file in the seccomp filter: %s",
+                       pl_strerror(r));
     }
     if (drop) {
         r = pl_policy_privdrop_apply(&plan, filter);

@@ -22,6 +22,8 @@
 #include "pl/pl_util.h"
 #include "scheduler.h"
 #include "sd_notify.h"
+#include "metrics_file.h"
+#include "stats.h"
 
 /* Detach: the parent waits for the child's start-up verdict on a pipe and exits with it, so
  * `picolmd` without --foreground still reports start-up errors. Done before the model is
@@ -180,7 +182,17 @@ int main(int argc, char **argv) {
         pl_log_err("io_uring: %s", pl_strerror(r));
         goto out;
     }
+    if ((r = pl_daemon_stats_new(&d->stats)) < 0) {
+        pl_log_err("statistics: %s", pl_strerror(r));
+        goto out;
+    }
+    so.stats = d->stats;
     if ((r = pl_daemon_sched_start(d->model, &so, &d->sched, err, sizeof(err))) < 0) {
+        pl_log_err("%s", err);
+        goto out;
+    }
+    if (d->cfg.metrics_file[0] &&
+        (r = pl_daemon_metrics_file_open(d->cfg.metrics_file, err, sizeof(err))) < 0) {
         pl_log_err("%s", err);
         goto out;
     }
@@ -218,6 +230,8 @@ out:
     pl_close_fd(&d->signal_fd);
     if (d->model)
         pl_daemon_init_model_done(d->model, &d->res);
+    pl_daemon_stats_free(d->stats); /* after the scheduler, which records into it */
+    pl_daemon_metrics_file_close();
     free(d->scratch_ids);
     free(d->scratch_text);
     pl_daemon_access_done(&d->access);

@@ -28,6 +28,7 @@
 #include "records.h"
 #include "request_features.h"
 #include "session.h"
+#include "stats.h"
 
 #define KV_BLOCK 16u /* tokens per engine KV block (engine/src/kv.h) */
 
@@ -258,6 +259,22 @@ static void fail(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t co
     finish(s, q, 0, now);
 }
 
+/* The statistics counter for how q ended. */
+static enum pl_daemon_ctr finish_ctr(const struct pl_daemon_req *q) {
+    if (q->error_code)
+        return PL_DAEMON_CTR_REQUESTS_FAILED;
+    switch (q->finish) {
+    case PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP:
+        return PL_DAEMON_CTR_FINISH_STOP;
+    case PICOLM__V1__FINISH_REASON__FINISH_REASON_EOS:
+        return PL_DAEMON_CTR_FINISH_EOS;
+    case PICOLM__V1__FINISH_REASON__FINISH_REASON_CANCELLED:
+        return PL_DAEMON_CTR_FINISH_CANCELLED;
+    default:
+        return PL_DAEMON_CTR_FINISH_LENGTH;
+    }
+}
+
 /* Try to write out a FINISHING request; true when it is gone. */
 static bool try_retire(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
     if (!q->error_code && put_chunk(s, q) < 0)
@@ -268,6 +285,7 @@ static bool try_retire(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
         q->done_written = true;
     }
     atomic_fetch_add_explicit(&s->st.requests_done, 1, memory_order_relaxed);
+    pl_daemon_stats_add(s->o.stats, q->s->stats_ident, finish_ctr(q), 1);
     notice(s, PL_DAEMON_NOTICE_REQ_DONE, q);
     return true;
 }
@@ -299,6 +317,8 @@ static void activate(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64_
     q->phase = PL_DAEMON_PHASE_PREFILL;
     q->t_start_ns = now;
     atomic_store_explicit(&q->s->queue_ns, now - q->t_recv_ns, memory_order_relaxed);
+    pl_daemon_stats_observe(s->o.stats, q->s->stats_ident, PL_DAEMON_HIST_QUEUE_WAIT,
+                            now - q->t_recv_ns);
 }
 
 /* A new request: admit it, queue it, or refuse it. */
@@ -511,8 +531,15 @@ static void after_decode(struct pl_daemon_sched *s, uint32_t n_rows, uint64_t no
         if (!q->t_first_ns) {
             q->t_first_ns = now;
             atomic_store_explicit(&q->s->ttft_ns, now - q->t_recv_ns, memory_order_relaxed);
+            pl_daemon_stats_observe(s->o.stats, q->s->stats_ident, PL_DAEMON_HIST_TTFT,
+                                    now - q->t_recv_ns);
+        } else {
+            pl_daemon_stats_observe(s->o.stats, q->s->stats_ident, PL_DAEMON_HIST_INTER_TOKEN,
+                                    now - q->t_last_tok_ns);
         }
+        q->t_last_tok_ns = now;
         atomic_fetch_add_explicit(&q->s->tokens_out, 1, memory_order_relaxed);
+        pl_daemon_stats_add(s->o.stats, q->s->stats_ident, PL_DAEMON_CTR_TOKENS_OUT, 1);
         atomic_fetch_add_explicit(&s->st.tokens_generated, 1, memory_order_relaxed);
         if (gram == 1 || (!q->ignore_eos && pl_tokenizer_is_eog(s->tok, tok))) {
             /* An EOG's logprob is not reported: its id is not in the output either. */
@@ -630,10 +657,14 @@ static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
         return 0;
     struct pl_batch b = {.n = n, .token = s->b_tok, .pos = s->b_pos, .seq = s->b_seq,
                          .logits = s->b_logits};
+    uint64_t t_step = pl_daemon_now_ns();
     int r = pl_ctx_decode(s->ctx, &b, s->logits);
     atomic_fetch_add_explicit(&s->st.steps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->st.tokens_decoded, n, memory_order_relaxed);
     now = pl_daemon_now_ns();
+    pl_daemon_stats_observe(s->o.stats, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_HIST_STEP,
+                            now - t_step);
+    pl_daemon_stats_observe(s->o.stats, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_HIST_BATCH, n);
     if (r < 0) {
         /* The accounting guarantees room, so this is our bug: fail the batch, keep going. */
         pl_log_err("forward step of %u tokens failed: %s", n, pl_strerror(r));
@@ -665,8 +696,10 @@ static void publish_dirty(struct pl_daemon_sched *s) {
     for (uint32_t i = 0; i < s->n_dirty; i++) {
         struct pl_daemon_session *ss = s->dirty[i];
         ss->cq_dirty = false;
-        if (!atomic_load_explicit(&ss->dead, memory_order_relaxed))
-            (void)pl_ipc_doorbell_notify(&ss->cq, ss->db_client);
+        /* Publish even when the session was just marked dead: what is committed is the
+         * client's to read after the hang-up (picoctl kill's final Error, Dones), and the
+         * region and doorbell stay open until we post SESSION_RELEASED. */
+        (void)pl_ipc_doorbell_notify(&ss->cq, ss->db_client);
     }
     s->n_dirty = 0;
 }

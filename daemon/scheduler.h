@@ -21,6 +21,7 @@ struct pl_model;
 struct pl_daemon_req;
 struct pl_daemon_session;
 struct pl_daemon_sched;
+struct pl_daemon_stats;
 
 /* Messages event -> scheduler. */
 enum pl_daemon_cmd {
@@ -51,6 +52,7 @@ struct pl_daemon_sched_opts {
     uint32_t max_sessions;
     uint32_t decode_slots;    /* requests given a token per step, chosen by policy weight and
                                  class (pl/policy_sched.h); 0: every decoding request */
+    struct pl_daemon_stats *stats; /* borrowed; histograms and counters (NULL: none) */
     uint32_t prefix_cache_tokens;  /* shared prefix KV cache size (0: off) */
     const char *prefix_cache_dir;  /* borrowed for the call: persistence ("" / NULL: none) */
 };

@@ -98,6 +98,11 @@ struct pl_daemon_session *pl_daemon_session_open(struct pl_daemon_session_table 
         s->n_inflight = 0;
         s->outbox_tail = 0;
         s->outbox_head = 0;
+        s->exe[0] = '\0';
+        s->stats_ident = UINT32_MAX; /* none until the handshake completes */
+        s->n_requests = 0;
+        s->kill_pending = s->kill_notified = false;
+        s->kill_deadline_ns = 0;
         s->cq_dirty = s->cq_armed = s->outbox_listed = false;
         atomic_store_explicit(&s->dead, false, memory_order_relaxed);
         atomic_store_explicit(&s->outbox_pub, 0, memory_order_relaxed);

@@ -81,6 +81,7 @@ struct pl_daemon_req {
     bool done_written;
     uint64_t deadline_ns;        /* wait-queue deadline */
     uint64_t t_start_ns, t_first_ns, t_prefill_end_ns, t_end_ns;
+    uint64_t t_last_tok_ns;      /* last token sampled (inter-token histogram) */
     struct pl_daemon_reqfeat feat;  /* set up by the event thread, used per token */
     uint32_t n_out_ids;
     size_t n_out_text;
@@ -125,6 +126,13 @@ struct pl_daemon_session {
     struct pl_policy_limits limits; /* of the policy rule that admitted it (set before the
                                     first request: the scheduler reads weight/priority) */
     char rule[PL_POLICY_MAX_NAME_LEN + 1]; /* name of that rule */
+    /* observability (stats.c, admin.c) */
+    char exe[16];                /* the peer's comm at handshake */
+    uint32_t stats_ident;        /* stats slot; read by the inference thread after NEW */
+    uint64_t n_requests;         /* Generates accepted */
+    bool kill_pending;           /* picoctl kill: cancelling, then closing */
+    bool kill_notified;          /* the session Error is queued in the outbox */
+    uint64_t kill_deadline_ns;   /* close by then whatever is left */
 
     /* ---- [infer] ---- */
     struct pl_ipc_ring cq;       /* producer end: written by the inference thread only */
