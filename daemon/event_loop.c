@@ -237,6 +237,17 @@ static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
                 pl_daemon_session_close(&d->sessions, s);
             break;
         }
+        case PL_DAEMON_NOTICE_CQ_BROKEN: {
+            /* Before its SESSION_RELEASED (notices are in order): the slot is not reused. */
+            struct pl_daemon_session *s = m.ptr;
+            if (s->state == PL_DAEMON_SESSION_OPEN) {
+                d->n_protocol_errors++;
+                pl_log_debug("session %llu (pid %d): broken completion ring; ending the session",
+                             (unsigned long long)s->id, (int)s->peer.pid);
+                pl_daemon_event_loop_kill_session(d, s, "broken completion ring");
+            }
+            break;
+        }
         case PL_DAEMON_NOTICE_OUTBOX_FREED: {
             struct pl_daemon_session *s = m.ptr;
             if (s->state == PL_DAEMON_SESSION_OPEN && s->sq_paused && !s->kill_pending) {

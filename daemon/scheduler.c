@@ -128,6 +128,17 @@ static void mark_dirty(struct pl_daemon_sched *s, struct pl_daemon_session *ss) 
         s->dirty[s->n_dirty++] = ss;
 }
 
+/* A completion-ring call on ss returned r. When that call found the ring broken (the client
+ * wrote a bad consumer index), tell the event thread, once per session (a ring breaks only
+ * once), so that it ends the session as a protocol violation: the client may well stay
+ * connected, and its requests would stall holding KV blocks forever. Returns r. */
+static int cq_check(struct pl_daemon_sched *s, struct pl_daemon_session *ss, bool was_broken,
+                    int r) {
+    if (r < 0 && !was_broken && pl_ipc_ring_broken(&ss->cq))
+        notice(s, PL_DAEMON_NOTICE_CQ_BROKEN, ss);
+    return r;
+}
+
 /* Pack msg into the session's completion ring. Returns 0, -EAGAIN (ring full: the session
  * stalls), or another negative code (the ring is broken: the client corrupted it). */
 static int put(struct pl_daemon_sched *s, struct pl_daemon_session *ss, uint32_t type,
@@ -136,7 +147,8 @@ static int put(struct pl_daemon_sched *s, struct pl_daemon_session *ss, uint32_t
     void *p;
     if (len > pl_ipc_ring_max_payload(&ss->cq))
         return -EMSGSIZE;
-    int r = pl_ipc_ring_reserve(&ss->cq, (uint32_t)len, &p);
+    bool was_broken = pl_ipc_ring_broken(&ss->cq);
+    int r = cq_check(s, ss, was_broken, pl_ipc_ring_reserve(&ss->cq, (uint32_t)len, &p));
     if (r == -EAGAIN) {
         ss->cq_need = (uint32_t)len;
         return r;
@@ -428,7 +440,8 @@ static void handle_outboxes(struct pl_daemon_sched *s) {
         uint32_t pub = atomic_load_explicit(&ss->outbox_pub, memory_order_acquire);
         while (ss->outbox_head != pub && !atomic_load_explicit(&ss->dead, memory_order_relaxed)) {
             struct pl_daemon_outbox_slot *o = &ss->outbox[ss->outbox_head % PL_DAEMON_OUTBOX_SLOTS];
-            int r = pl_ipc_ring_push(&ss->cq, o->type, o->buf, o->len);
+            bool was_broken = pl_ipc_ring_broken(&ss->cq);
+            int r = cq_check(s, ss, was_broken, pl_ipc_ring_push(&ss->cq, o->type, o->buf, o->len));
             if (r == -EAGAIN) {
                 ss->cq_need = o->len;
                 stalled = true;
@@ -909,7 +922,7 @@ int pl_daemon_sched_start(struct pl_model *m, const struct pl_daemon_sched_opts 
     s->max_dirty = opts->max_sessions;
     r = -ENOMEM;
     if (pl_daemon_spsc_init(&s->cmdq, opts->max_held + 2 * opts->max_sessions + 16) < 0 ||
-        pl_daemon_spsc_init(&s->noteq, opts->max_held + 2 * opts->max_sessions + 16) < 0)
+        pl_daemon_spsc_init(&s->noteq, opts->max_held + 3 * opts->max_sessions + 16) < 0)
         goto fail;
     s->held = calloc(opts->max_held, sizeof(*s->held));
     s->free_seq = calloc(opts->n_seq, sizeof(*s->free_seq));

@@ -35,6 +35,8 @@ enum pl_daemon_notice {
     PL_DAEMON_NOTICE_REQ_DONE = 1,         /* ptr: request, back to the event thread */
     PL_DAEMON_NOTICE_SESSION_RELEASED = 2, /* ptr: session; the scheduler holds nothing of it */
     PL_DAEMON_NOTICE_OUTBOX_FREED = 3,     /* ptr: session whose outbox has room again */
+    PL_DAEMON_NOTICE_CQ_BROKEN = 4,        /* ptr: session whose client broke its completion
+                                              ring (sent once per session): end it */
 };
 
 struct pl_daemon_sched_opts {
