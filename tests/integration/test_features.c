@@ -133,7 +133,8 @@ static void run(struct pl_test_client *c, Picolm__V1__Generate *g, struct gen *o
             for (size_t i = 0; i < m->n_top && out->n_top < 2048 * 5; i++)
                 out->top[out->n_top++] = *m->top[i];
             assert_true(out->n_text + m->text.len <= sizeof(out->text));
-            memcpy(out->text + out->n_text, m->text.data, m->text.len);
+            if (m->text.len)
+                memcpy(out->text + out->n_text, m->text.data, m->text.len);
             out->n_text += (uint32_t)m->text.len;
             picolm__v1__token_chunk__free_unpacked(m, NULL);
         } else if (type == PL_DAEMON_REC_DONE) {
