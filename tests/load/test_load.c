@@ -166,9 +166,14 @@ static void test_clients_requests_nothing_lost(void **state) {
     int n_clients = (env = getenv("PL_LOAD_CLIENTS")) ? atoi(env) : 16;
     uint64_t n_req = (env = getenv("PL_LOAD_REQUESTS")) ? strtoull(env, NULL, 10) : 25;
     uint64_t seconds = (env = getenv("PL_LOAD_SECONDS")) ? strtoull(env, NULL, 10) : 0;
-    char maxs[16];
+    /* Room for every client's request at once (KV and queue): a refusal for lack of room
+     * would be an outcome no client caused. */
+    char maxs[16], kv[16], queue[16];
     (void)snprintf(maxs, sizeof(maxs), "%d", n_clients + 16);
-    const char *extra[] = {"--max-sessions", maxs, NULL};
+    (void)snprintf(kv, sizeof(kv), "%d", (n_clients + 2) * 256);
+    (void)snprintf(queue, sizeof(queue), "%d", n_clients * 2);
+    const char *extra[] = {"--max-sessions", maxs, "--kv-pool-tokens", kv,
+                           "--queue-max", queue, NULL};
     assert_int_equal(pl_test_daemon_start(d, model, extra), 0);
     char path[128];
     (void)snprintf(path, sizeof(path), "%s/picolm.sock", d->dir);
