@@ -205,8 +205,13 @@ int pl_daemon_access_admit(struct pl_daemon_access *a, struct pl_daemon_session 
         return -PL_ERR_QUOTA;
     }
     u->refs++;
-    pl_policy_bucket_set(&u->bucket, v.rule->limits.rate_tokens_per_s, v.rule->limits.rate_burst,
-                         now_ns);
+    /* A bucket starts full; a limited one keeps its level across sessions and reloads. */
+    if (u->bucket.rate == PL_POLICY_UNLIMITED)
+        pl_policy_bucket_init(&u->bucket, v.rule->limits.rate_tokens_per_s,
+                              v.rule->limits.rate_burst, now_ns);
+    else
+        pl_policy_bucket_set(&u->bucket, v.rule->limits.rate_tokens_per_s,
+                             v.rule->limits.rate_burst, now_ns);
     s->limits = v.rule->limits;
     (void)snprintf(s->rule, sizeof(s->rule), "%s", v.rule->name);
     s->access_user = (uint32_t)(u - a->users) + 1;
