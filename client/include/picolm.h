@@ -32,7 +32,8 @@
  *
  * Structs with a `size` first field grow over time: the caller sets size to
  * sizeof(the struct as it knows it); the library reads (input) or writes (output) only that
- * many bytes. A size smaller than the 1.0 layout is PICOLM_E_INVALID. An input struct larger
+ * many bytes. A size smaller than the first layout of the struct is PICOLM_E_INVALID (for
+ * picolm_generate_params, PICOLM_GENERATE_PARAMS_SIZE_V0 is the first layout). An input struct larger
  * than the library knows is accepted when the extra bytes are all zero, else refused with
  * PICOLM_E_UNSUPPORTED. */
 #ifndef PICOLM_H
@@ -161,12 +162,53 @@ struct picolm_generate_params {
     uint32_t max_tokens;     /* 0: until end of generation or a full context */
     uint32_t flags;          /* PICOLM_GEN_* */
     struct picolm_sampling sampling;
-    const char *const *stop; /* n_stop NUL-terminated stop strings (may be NULL if 0) */
+    const char *const *stop; /* n_stop NUL-terminated stop strings (may be NULL if 0): the
+                                output ends before the first one that appears in it (matched
+                                across token boundaries; the broker takes at most 16 of 1 to
+                                256 bytes each). The result's finish_reason is then STOP. */
     size_t n_stop;
+    /* ---- Fields added after the first layout (PICOLM_GENERATE_PARAMS_SIZE_V0 bytes). A
+     * caller built against the older header passes the smaller size and gets the defaults
+     * below (all zero). ---- */
+    /* A third kind of input: a conversation of n_messages messages (borrowed array),
+     * rendered by the broker with the model's chat template (or chat_template), tokenized
+     * with special tokens parsed, and followed by the opening of an assistant turn. The
+     * template's end-of-turn strings are then stop strings too. Exactly one of prompt,
+     * tokens and messages is given. */
+    const struct picolm_message *messages;
+    size_t n_messages;       /* 1..1024 when messages is set */
+    const char *chat_template; /* NULL or "": the model's own template; else a family name:
+                                  "llama2", "llama3", "chatml" ("qwen"), "zephyr",
+                                  "mistral", "phi3", "gemma" (needs messages) */
+    /* Constrained output. format "json" (or a json_schema): the output is one JSON object
+     * (JSON mode) or a value valid against json_schema (a JSON-Schema subset, at most 16 KiB;
+     * see the picolm(1) manual). NULL / "": unconstrained. */
+    const char *format;
+    const char *json_schema; /* NULL: none; json_schema_len bytes (0: strlen) */
+    size_t json_schema_len;
+    /* Log-probabilities: 0 none; N (1..20): each generated token's log-probability and the N
+     * most likely tokens at its position, read with picolm_chunk_logprob() and
+     * picolm_chunk_top(). */
+    uint32_t logprobs;
+    uint32_t reserved;       /* zero */
 };
 
+/* One chat message (both strings NUL-terminated, valid UTF-8, borrowed for the call). role:
+ * 1..64 bytes, e.g. "system", "user", "assistant" (which roles and orders are allowed
+ * depends on the template); content: NULL means "". */
+struct picolm_message {
+    const char *role;
+    const char *content;
+};
+
+/* sizeof(struct picolm_generate_params) of the first layout (up to n_stop): callers built
+ * against it keep working; the fields after it are then zero. */
+#define PICOLM_GENERATE_PARAMS_SIZE_V0 \
+    (offsetof(struct picolm_generate_params, n_stop) + sizeof(size_t))
+
 /* Fill p with defaults: size set, no input, max_tokens 0, flags 0, sampling temperature 0.8,
- * top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, penalty_last_n 64, no seed. Set
+ * top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, penalty_last_n 64, no seed, no stop
+ * strings, messages, format, schema or logprobs. Set
  * sampling.temperature = 0 for greedy decoding. p NULL is ignored. */
 void picolm_generate_params_init(struct picolm_generate_params *p);
 
@@ -207,6 +249,28 @@ struct picolm_chunk {
     size_t text_len;
 };
 
+/* Log-probabilities of a chunk's tokens, when the request asked for them (logprobs N > 0).
+ * chunk must be one libpicolm filled (picolm_stream_next() or the picolm_generate()
+ * callback) and still valid (see above); the values are natural logarithms, -INFINITY for
+ * a token the output grammar excluded.
+ *
+ * picolm_chunk_n_top(): how many alternatives each token of the chunk has (N as requested;
+ * 0 when the chunk carries no logprobs, or chunk is NULL).
+ *
+ * picolm_chunk_logprob(): *ret_logprob = log p(ids[i]) at its position. Returns PICOLM_OK,
+ * PICOLM_E_INVALID (chunk or ret_logprob NULL, a chunk libpicolm did not fill),
+ * PICOLM_E_NOT_FOUND (the chunk carries no logprobs: not requested, or bytes without
+ * tokens), PICOLM_E_RANGE (i >= n_ids). Nothing is written on failure.
+ *
+ * picolm_chunk_top(): the j-th most likely token (0: the most likely) at the position of
+ * ids[i]: *ret_id (-1 when the vocabulary had fewer than N tokens to offer) and
+ * *ret_logprob (either may be NULL). Sorted by decreasing probability, the lower id first on
+ * a tie. Returns as picolm_chunk_logprob(), and PICOLM_E_RANGE for j >= picolm_chunk_n_top(). */
+size_t picolm_chunk_n_top(const struct picolm_chunk *chunk);
+int picolm_chunk_logprob(const struct picolm_chunk *chunk, size_t i, float *ret_logprob);
+int picolm_chunk_top(const struct picolm_chunk *chunk, size_t i, size_t j, int32_t *ret_id,
+                     float *ret_logprob);
+
 /* Streaming callback of picolm_generate(): called once per chunk, in order. Return 0 to go
  * on; any other value cancels the request (the call then returns PICOLM_E_CANCELLED). */
 typedef int (*picolm_token_cb)(void *user, const struct picolm_chunk *chunk);
@@ -216,8 +280,15 @@ typedef int (*picolm_token_cb)(void *user, const struct picolm_chunk *chunk);
  * the broker reports the end; other requests' traffic on the connection is queued for them.
  * Returns PICOLM_OK, or:
  *   PICOLM_E_INVALID      NULL client/params, bad size, no or two inputs, an input too large
- *                         for one record, a non-zero reserved field; or the broker refused a
- *                         value (last_error names it)
+ *                         for one record, a non-zero reserved field, a NULL stop string or
+ *                         message role, an empty role, a string that is not valid UTF-8,
+ *                         chat_template without messages, logprobs above 1024 (the broker
+ *                         takes 20); or the broker refused a value (last_error names it:
+ *                         too many or too long stop strings, a format other than "json", a
+ *                         schema it cannot compile, roles the template does not allow, an
+ *                         unknown template name)
+ *   PICOLM_E_UNSUPPORTED  also: messages without chat_template for a model whose template
+ *                         the broker does not recognise
  *   PICOLM_E_CANCELLED    cb asked to stop, picolm_cancel() or the broker cancelled; ret is
  *                         filled (finish_reason CANCELLED) when the broker said so
  *   PICOLM_E_CONTEXT, PICOLM_E_DENIED, PICOLM_E_QUOTA, PICOLM_E_EXHAUSTED,

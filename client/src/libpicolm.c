@@ -33,6 +33,9 @@
 /* Records handled per pump before the freed space is handed back to the broker. */
 #define PUMP_BATCH 256
 #define MSG_BYTES 256
+/* Most top logprobs per token a request may ask for (the broker takes 20 today) and a chunk
+ * may carry. */
+#define MAX_TOP_LOGPROBS 1024u
 
 /* ---- Types ---- */
 
@@ -43,7 +46,11 @@ enum req_kind {
     REQ_MODEL_INFO = 3,
 };
 
-/* Queued chunks of one stream: entries of struct qent + ids + text, each 8-byte aligned. */
+/* Queued chunks of one stream: entries of struct qent + ids[n_ids] + text[text_len] (padded
+ * to 4 bytes) + logprobs[n_ids] + top[n_ids][top_n] (when has_lp), each 8-byte aligned. A
+ * chunk handed out points its ids right after its qent, which is how the picolm_chunk_*
+ * accessors find the logprobs; the magic (mixed with the entry's address) tells them the
+ * chunk came from a queue. */
 struct chunk_queue {
     uint8_t *buf;
     size_t cap;
@@ -52,9 +59,28 @@ struct chunk_queue {
 };
 
 struct qent {
+    uint32_t magic;
     uint32_t n_ids;
     uint32_t text_len;
+    uint32_t has_lp;   /* 1: logprobs[n_ids] and top[n_ids][top_n] follow */
+    uint32_t top_n;
+    uint32_t reserved;
 };
+
+/* One alternative as queued (the wire's TokenLogprob). */
+struct qtop {
+    int32_t id;
+    float logprob;
+};
+
+/* The logprobs of a chunk as received (borrowed from the decoded record). */
+struct chunk_lp {
+    const float *logprobs;                     /* [n_ids] or NULL */
+    Picolm__V1__TokenLogprob *const *top;      /* [n_ids * top_n] */
+    uint32_t top_n;
+};
+
+#define QENT_MAGIC 0x506c4c50u /* "PLLP" */
 
 /* One request in flight. Lives in its stream, or on the stack of a blocking call; registered
  * in the client's table from submission until it is done (or given up). */
@@ -252,14 +278,29 @@ static int kill_client(struct picolm_client *c, int status, const char *fmt, ...
 
 /* ---- Chunk queue ---- */
 
-static size_t qent_bytes(uint32_t n_ids, uint32_t text_len) {
+/* Offset of the logprobs after the qent (ids + text padded to 4 bytes). */
+static size_t qent_lp_off(uint32_t n_ids, uint32_t text_len) {
     return PL_ALIGN_UP(sizeof(struct qent) + (size_t)n_ids * sizeof(int32_t) + text_len,
-                       (size_t)8);
+                       (size_t)4);
+}
+
+static size_t qent_bytes(uint32_t n_ids, uint32_t text_len, bool has_lp, uint32_t top_n) {
+    size_t n = qent_lp_off(n_ids, text_len);
+    if (has_lp)
+        n += (size_t)n_ids * sizeof(float) + (size_t)n_ids * top_n * sizeof(struct qtop);
+    return PL_ALIGN_UP(n, (size_t)8);
+}
+
+static uint32_t qent_magic(const void *entry) {
+    uintptr_t a = (uintptr_t)entry;
+    return QENT_MAGIC ^ (uint32_t)a ^ (uint32_t)((uint64_t)a >> 32);
 }
 
 static int queue_push(struct chunk_queue *q, const int32_t *ids, uint32_t n_ids,
-                      const uint8_t *text, uint32_t text_len) {
-    size_t need = qent_bytes(n_ids, text_len);
+                      const uint8_t *text, uint32_t text_len, const struct chunk_lp *lp) {
+    bool has_lp = lp && lp->logprobs;
+    uint32_t top_n = has_lp ? lp->top_n : 0;
+    size_t need = qent_bytes(n_ids, text_len, has_lp, top_n);
     if (q->head == q->tail)
         q->head = q->tail = 0;
     if (q->cap - q->tail < need) {
@@ -284,13 +325,23 @@ static int queue_push(struct chunk_queue *q, const int32_t *ids, uint32_t n_ids,
         q->head = 0;
         q->tail = live;
     }
-    struct qent e = {.n_ids = n_ids, .text_len = text_len};
     uint8_t *p = q->buf + q->tail;
+    struct qent e = {.magic = qent_magic(p), .n_ids = n_ids, .text_len = text_len,
+                     .has_lp = has_lp, .top_n = top_n};
     memcpy(p, &e, sizeof(e));
     if (n_ids)
         memcpy(p + sizeof(e), ids, (size_t)n_ids * sizeof(int32_t));
     if (text_len)
         memcpy(p + sizeof(e) + (size_t)n_ids * sizeof(int32_t), text, text_len);
+    if (has_lp) {
+        uint8_t *lpp = p + qent_lp_off(n_ids, text_len);
+        memcpy(lpp, lp->logprobs, (size_t)n_ids * sizeof(float));
+        lpp += (size_t)n_ids * sizeof(float);
+        for (size_t i = 0; i < (size_t)n_ids * top_n; i++) {
+            struct qtop t = {.id = lp->top[i]->id, .logprob = lp->top[i]->logprob};
+            memcpy(lpp + i * sizeof(t), &t, sizeof(t));
+        }
+    }
     q->tail += need;
     return 0;
 }
@@ -309,8 +360,64 @@ static bool queue_pop(struct chunk_queue *q, uint64_t request_id, struct picolm_
         .text = (const char *)p + sizeof(e) + (size_t)e.n_ids * sizeof(int32_t),
         .text_len = e.text_len,
     };
-    q->head += qent_bytes(e.n_ids, e.text_len);
+    q->head += qent_bytes(e.n_ids, e.text_len, e.has_lp, e.top_n);
     return true;
+}
+
+/* The queue entry a chunk was handed out from, or NULL when chunk is not one of ours. */
+static const uint8_t *chunk_entry(const struct picolm_chunk *chunk, struct qent *ret) {
+    if (!chunk || !chunk->ids)
+        return NULL;
+    const uint8_t *p = (const uint8_t *)chunk->ids - sizeof(struct qent);
+    memcpy(ret, p, sizeof(*ret));
+    if (ret->magic != qent_magic(p) || ret->n_ids != chunk->n_ids ||
+        ret->text_len != chunk->text_len)
+        return NULL;
+    return p;
+}
+
+PL_EXPORT size_t picolm_chunk_n_top(const struct picolm_chunk *chunk) {
+    struct qent e;
+    if (!chunk_entry(chunk, &e) || !e.has_lp)
+        return 0;
+    return e.top_n;
+}
+
+PL_EXPORT int picolm_chunk_logprob(const struct picolm_chunk *chunk, size_t i,
+                                   float *ret_logprob) {
+    struct qent e;
+    const uint8_t *p = ret_logprob ? chunk_entry(chunk, &e) : NULL;
+    if (!p)
+        return PICOLM_E_INVALID;
+    if (!e.has_lp)
+        return PICOLM_E_NOT_FOUND;
+    if (i >= e.n_ids)
+        return PICOLM_E_RANGE;
+    memcpy(ret_logprob, p + qent_lp_off(e.n_ids, e.text_len) + i * sizeof(float),
+           sizeof(float));
+    return PICOLM_OK;
+}
+
+PL_EXPORT int picolm_chunk_top(const struct picolm_chunk *chunk, size_t i, size_t j,
+                               int32_t *ret_id, float *ret_logprob) {
+    struct qent e;
+    const uint8_t *p = chunk_entry(chunk, &e);
+    if (!p)
+        return PICOLM_E_INVALID;
+    if (!e.has_lp)
+        return PICOLM_E_NOT_FOUND;
+    if (i >= e.n_ids || j >= e.top_n)
+        return PICOLM_E_RANGE;
+    struct qtop t;
+    memcpy(&t,
+           p + qent_lp_off(e.n_ids, e.text_len) + (size_t)e.n_ids * sizeof(float) +
+               (i * e.top_n + j) * sizeof(t),
+           sizeof(t));
+    if (ret_id)
+        *ret_id = t.id;
+    if (ret_logprob)
+        *ret_logprob = t.logprob;
+    return PICOLM_OK;
 }
 
 static void queue_clear(struct chunk_queue *q) {
@@ -366,11 +473,24 @@ static int on_token_chunk(struct picolm_client *c, const Picolm__V1__TokenChunk 
         return protocol(c, "malformed token chunk", m->request_id);
     if (m->n_logprobs && m->n_logprobs != m->n_ids)
         return protocol(c, "logprob count differs from the token count", m->request_id);
-    if (m->n_top && (!m->n_ids || m->n_top % m->n_ids))
+    if (m->n_top && (!m->n_logprobs || m->n_top % m->n_ids))
         return protocol(c, "top logprobs are not a multiple of the token count", m->request_id);
+    struct chunk_lp lp = {0};
+    if (m->n_logprobs) {
+        lp.logprobs = m->logprobs;
+        lp.top = m->top;
+        lp.top_n = (uint32_t)PL_MIN(m->n_top / m->n_ids, (size_t)UINT32_MAX);
+        if (lp.top_n > MAX_TOP_LOGPROBS)
+            return protocol(c, "more top logprobs per token than the library takes",
+                            m->request_id);
+        for (size_t i = 0; i < m->n_top; i++)
+            if (!m->top[i] || m->top[i]->id < -1)
+                return protocol(c, "malformed top logprob", m->request_id);
+    }
     if (!m->n_ids && !m->text.len)
         return 0;
-    r = queue_push(&q->q, m->ids, (uint32_t)m->n_ids, m->text.data, (uint32_t)m->text.len);
+    r = queue_push(&q->q, m->ids, (uint32_t)m->n_ids, m->text.data, (uint32_t)m->text.len,
+                   &lp);
     if (r < 0) {
         /* The application does not read this stream; fail it rather than the process. */
         req_finish(c, q, PICOLM_E_NOMEM, "the stream's unread chunks exceed the queue limit");
@@ -752,17 +872,63 @@ PL_EXPORT int picolm_set_timeout(picolm_client *c, int timeout_ms) {
 
 /* ---- Extensible structs ---- */
 
-/* Copy a caller's input struct of *size bytes into dst (known_bytes, zeroed first).
- * Returns PICOLM_OK, PICOLM_E_INVALID (smaller than 1.0) or PICOLM_E_UNSUPPORTED (larger, with
- * non-zero bytes this library does not know). */
-static int copy_in(void *dst, size_t known_bytes, const void *src, size_t src_size) {
-    if (src_size < known_bytes) /* 1.0 is the only layout so far */
+/* Copy a caller's input struct of src_size bytes into dst (known_bytes; the bytes a smaller
+ * struct lacks are zero). Returns PICOLM_OK, PICOLM_E_INVALID (smaller than the first layout,
+ * min_bytes) or PICOLM_E_UNSUPPORTED (larger, with non-zero bytes this library does not
+ * know). */
+static int copy_in(void *dst, size_t known_bytes, size_t min_bytes, const void *src,
+                   size_t src_size) {
+    if (src_size < min_bytes)
         return PICOLM_E_INVALID;
     for (size_t i = known_bytes; i < src_size; i++)
         if (((const uint8_t *)src)[i])
             return PICOLM_E_UNSUPPORTED;
-    memcpy(dst, src, known_bytes);
+    memset(dst, 0, known_bytes);
+    memcpy(dst, src, PL_MIN(src_size, known_bytes));
     return PICOLM_OK;
+}
+
+/* Whether s[0..len) is well-formed UTF-8 (what protobuf-c checks when the broker decodes a
+ * string field: a bad one would end the session instead of failing the request). */
+static bool utf8_valid(const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char b = p[i];
+        size_t n;
+        uint32_t cp;
+        if (b < 0x80) {
+            i++;
+            continue;
+        } else if (b >= 0xc2 && b <= 0xdf) {
+            n = 1;
+            cp = b & 0x1fu;
+        } else if (b >= 0xe0 && b <= 0xef) {
+            n = 2;
+            cp = b & 0x0fu;
+        } else if (b >= 0xf0 && b <= 0xf4) {
+            n = 3;
+            cp = b & 0x07u;
+        } else {
+            return false;
+        }
+        if (len - i <= n)
+            return false;
+        for (size_t k = 1; k <= n; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i + k] & 0x3fu);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+static bool str_ok(const char *s) {
+    return utf8_valid(s, strlen(s));
 }
 
 /* Write a full output struct into the caller's, up to the caller's size, keeping its size. */
@@ -798,12 +964,33 @@ PL_EXPORT int picolm_stream_start(picolm_client *c, const struct picolm_generate
     if (!params || !ret)
         return fail(c, PICOLM_E_INVALID, "params and ret must not be NULL");
     struct picolm_generate_params p;
-    int r = copy_in(&p, sizeof(p), params, params->size);
+    int r = copy_in(&p, sizeof(p), PICOLM_GENERATE_PARAMS_SIZE_V0, params, params->size);
     if (r < 0)
         return fail(c, r, "params->size %zu does not match this library (%zu)", params->size,
                     sizeof(p));
-    if ((p.prompt != NULL) == (p.tokens != NULL))
-        return fail(c, PICOLM_E_INVALID, "give exactly one of prompt and tokens");
+    if ((p.prompt != NULL) + (p.tokens != NULL) + (p.messages != NULL) != 1)
+        return fail(c, PICOLM_E_INVALID, "give exactly one of prompt, tokens and messages");
+    if (p.messages && (p.n_messages == 0 || p.n_messages > UINT32_MAX))
+        return fail(c, PICOLM_E_INVALID, "n_messages must be in [1, 2^32)");
+    if (!p.messages && p.n_messages)
+        return fail(c, PICOLM_E_INVALID, "n_messages without messages");
+    for (size_t i = 0; p.messages && i < p.n_messages; i++) {
+        const struct picolm_message *m = &p.messages[i];
+        if (!m->role || !m->role[0])
+            return fail(c, PICOLM_E_INVALID, "messages[%zu].role is NULL or empty", i);
+        if (!str_ok(m->role) || (m->content && !str_ok(m->content)))
+            return fail(c, PICOLM_E_INVALID, "messages[%zu] is not valid UTF-8", i);
+    }
+    if (p.chat_template && p.chat_template[0] && !p.messages)
+        return fail(c, PICOLM_E_INVALID, "chat_template applies to messages only");
+    if ((p.chat_template && !str_ok(p.chat_template)) || (p.format && !str_ok(p.format)))
+        return fail(c, PICOLM_E_INVALID, "chat_template or format is not valid UTF-8");
+    if (!p.json_schema && p.json_schema_len)
+        return fail(c, PICOLM_E_INVALID, "json_schema_len without json_schema");
+    if (p.logprobs > MAX_TOP_LOGPROBS)
+        return fail(c, PICOLM_E_INVALID, "logprobs above %u", MAX_TOP_LOGPROBS);
+    if (p.reserved)
+        return fail(c, PICOLM_E_INVALID, "reserved must be zero");
     if (p.tokens && (p.n_tokens == 0 || p.n_tokens > UINT32_MAX))
         return fail(c, PICOLM_E_INVALID, "n_tokens must be in [1, 2^32)");
     if (!p.tokens && p.n_tokens)
@@ -831,6 +1018,8 @@ PL_EXPORT int picolm_stream_start(picolm_client *c, const struct picolm_generate
         stops = malloc(p.n_stop * sizeof(*stops));
     if (!s || !stops) {
         free(s);
+        if (stops != stop_inline)
+            free(stops);
         return fail(c, PICOLM_E_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < p.n_stop; i++)
@@ -851,12 +1040,34 @@ PL_EXPORT int picolm_stream_start(picolm_client *c, const struct picolm_generate
 
     Picolm__V1__TokenList tl;
     picolm__v1__token_list__init(&tl);
+    Picolm__V1__ChatMessages cm;
+    picolm__v1__chat_messages__init(&cm);
+    Picolm__V1__ChatMessage *msgs = NULL, **msg_ptrs = NULL;
     Picolm__V1__Generate g;
     picolm__v1__generate__init(&g);
     if (p.prompt) {
         g.input_case = PICOLM__V1__GENERATE__INPUT_PROMPT;
         g.prompt.data = (uint8_t *)p.prompt;
         g.prompt.len = p.prompt_len ? p.prompt_len : strlen(p.prompt);
+    } else if (p.messages) {
+        msgs = calloc(p.n_messages, sizeof(*msgs));
+        msg_ptrs = calloc(p.n_messages, sizeof(*msg_ptrs));
+        if (!msgs || !msg_ptrs) {
+            r = fail(c, PICOLM_E_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < p.n_messages; i++) {
+            picolm__v1__chat_message__init(&msgs[i]);
+            /* Packing only reads the strings. */
+            msgs[i].role = (char *)p.messages[i].role;
+            msgs[i].content = (char *)(p.messages[i].content ? p.messages[i].content : "");
+            msg_ptrs[i] = &msgs[i];
+        }
+        cm.n_messages = p.n_messages;
+        cm.messages = msg_ptrs;
+        cm.template_ = (char *)(p.chat_template ? p.chat_template : "");
+        g.input_case = PICOLM__V1__GENERATE__INPUT_MESSAGES;
+        g.messages = &cm;
     } else {
         tl.n_ids = p.n_tokens;
         tl.ids = (int32_t *)p.tokens; /* packing only reads it */
@@ -869,10 +1080,19 @@ PL_EXPORT int picolm_stream_start(picolm_client *c, const struct picolm_generate
     g.stop = p.n_stop ? stops : NULL;
     g.stream = !(p.flags & PICOLM_GEN_NO_STREAM);
     g.ignore_eos = (p.flags & PICOLM_GEN_IGNORE_EOS) != 0;
+    g.logprobs = p.logprobs;
+    g.format = (char *)(p.format ? p.format : "");
+    if (p.json_schema) {
+        g.json_schema.data = (uint8_t *)p.json_schema;
+        g.json_schema.len = p.json_schema_len ? p.json_schema_len : strlen(p.json_schema);
+    }
 
     s->client = c;
     s->req.kind = REQ_GENERATE;
     r = submit(c, &s->req, PL_CLIENT_REC_GENERATE, &g.base, &g.request_id);
+fail:
+    free(msgs);
+    free(msg_ptrs);
     if (stops != stop_inline)
         free(stops);
     if (r < 0) {

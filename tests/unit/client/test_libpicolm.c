@@ -547,6 +547,289 @@ static void test_model_info(void **state) {
     fx_stop(f);
 }
 
+/* ---- Per-request features: messages, template, format, schema, stop, logprobs ---- */
+
+/* Append to a description of what reached the wire. */
+static void desc_add(char *d, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void desc_add(char *d, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(d);
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(d + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* The broker decodes each Generate and answers with one chunk whose text describes every
+ * feature field it received, two ids (7, 9) with logprobs (when asked for N, N alternatives
+ * per id: id 100 * (i + 1) + j, logprob -(i + j + 1)), then Done. Ends on a Generate with
+ * max_tokens 99. */
+static void features_scenario(struct fb *b, void *arg) {
+    (void)arg;
+    for (;;) {
+        uint32_t type, len;
+        if (fb_recv(b, &type, &len, 5000) != 1 || type != 1)
+            return;
+        Picolm__V1__Generate *g = picolm__v1__generate__unpack(NULL, len, b->buf);
+        if (!g)
+            return;
+        char d[2048] = "";
+        switch (g->input_case) {
+        case PICOLM__V1__GENERATE__INPUT_PROMPT:
+            desc_add(d, sizeof(d), "prompt=%.*s;", (int)g->prompt.len, g->prompt.data);
+            break;
+        case PICOLM__V1__GENERATE__INPUT_TOKENS:
+            desc_add(d, sizeof(d), "tokens=%zu;", g->tokens ? g->tokens->n_ids : 0);
+            break;
+        case PICOLM__V1__GENERATE__INPUT_MESSAGES:
+            desc_add(d, sizeof(d), "messages=%zu;", g->messages->n_messages);
+            for (size_t i = 0; i < g->messages->n_messages; i++)
+                desc_add(d, sizeof(d), "%s|%s;", g->messages->messages[i]->role,
+                         g->messages->messages[i]->content);
+            desc_add(d, sizeof(d), "template=%s;", g->messages->template_);
+            break;
+        case PICOLM__V1__GENERATE__INPUT__NOT_SET:
+        case _PICOLM__V1__GENERATE__INPUT__CASE_IS_INT_SIZE:
+        default:
+            desc_add(d, sizeof(d), "input=none;");
+            break;
+        }
+        desc_add(d, sizeof(d), "format=%s;schema=%.*s;stop=%zu", g->format,
+                 (int)g->json_schema.len, g->json_schema.data, g->n_stop);
+        for (size_t i = 0; i < g->n_stop; i++)
+            desc_add(d, sizeof(d), "|%.*s", (int)g->stop[i].len, g->stop[i].data);
+        desc_add(d, sizeof(d), ";logprobs=%u;max=%u", g->logprobs, g->max_tokens);
+
+        int32_t ids[2] = {7, 9};
+        float lps[2] = {-0.25f, -1.5f};
+        Picolm__V1__TokenLogprob tl[2 * 20], *tp[2 * 20];
+        Picolm__V1__TokenChunk c;
+        picolm__v1__token_chunk__init(&c);
+        c.request_id = g->request_id;
+        c.n_ids = 2;
+        c.ids = ids;
+        c.text.data = (uint8_t *)d;
+        c.text.len = strlen(d);
+        uint32_t n_top = g->logprobs > 20 ? 20 : g->logprobs;
+        if (g->logprobs) {
+            c.n_logprobs = 2;
+            c.logprobs = lps;
+            for (uint32_t i = 0; i < 2; i++) {
+                for (uint32_t j = 0; j < n_top; j++) {
+                    Picolm__V1__TokenLogprob *t = &tl[i * n_top + j];
+                    picolm__v1__token_logprob__init(t);
+                    t->id = (int32_t)(100 * (i + 1) + j);
+                    t->logprob = -(float)(i + j + 1);
+                    tp[i * n_top + j] = t;
+                }
+            }
+            c.n_top = 2 * n_top;
+            c.top = tp;
+        }
+        fb_send(b, 101, &c.base);
+        Picolm__V1__Done dn;
+        picolm__v1__done__init(&dn);
+        dn.request_id = g->request_id;
+        dn.finish_reason = PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP;
+        dn.generated_tokens = 2;
+        fb_send(b, 102, &dn.base);
+        bool last = g->max_tokens == 99;
+        picolm__v1__generate__free_unpacked(g, NULL);
+        if (last)
+            return;
+    }
+}
+
+struct lp_collect {
+    char text[2048];
+    size_t len;
+    size_t n_ids, n_top;
+    int32_t ids[4];
+    float lp[4];
+    int32_t top_id[4][20];
+    float top_lp[4][20];
+    int lp_status;
+};
+
+static int on_lp_chunk(void *user, const struct picolm_chunk *ch) {
+    struct lp_collect *c = user;
+    assert_true(ch->text_len < sizeof(c->text) - c->len);
+    memcpy(c->text + c->len, ch->text, ch->text_len);
+    c->len += ch->text_len;
+    c->text[c->len] = '\0';
+    c->n_top = picolm_chunk_n_top(ch);
+    for (size_t i = 0; i < ch->n_ids && c->n_ids < 4; i++, c->n_ids++) {
+        c->ids[c->n_ids] = ch->ids[i];
+        c->lp_status = picolm_chunk_logprob(ch, i, &c->lp[c->n_ids]);
+        for (size_t j = 0; j < c->n_top && j < 20; j++)
+            assert_int_equal(picolm_chunk_top(ch, i, j, &c->top_id[c->n_ids][j],
+                                              &c->top_lp[c->n_ids][j]),
+                             PICOLM_OK);
+    }
+    /* Out of range and bad arguments. */
+    float x;
+    int32_t id;
+    if (c->lp_status == PICOLM_OK) {
+        assert_int_equal(picolm_chunk_logprob(ch, ch->n_ids, &x), PICOLM_E_RANGE);
+        assert_int_equal(picolm_chunk_top(ch, 0, c->n_top, &id, &x), PICOLM_E_RANGE);
+    } else {
+        assert_int_equal(picolm_chunk_top(ch, 0, 0, &id, &x), PICOLM_E_NOT_FOUND);
+    }
+    assert_int_equal(picolm_chunk_logprob(ch, 0, NULL), PICOLM_E_INVALID);
+    assert_int_equal(picolm_chunk_logprob(NULL, 0, &x), PICOLM_E_INVALID);
+    assert_int_equal(picolm_chunk_n_top(NULL), 0);
+    /* A copy of the struct still works (it is the same chunk); a foreign chunk does not. */
+    struct picolm_chunk copy = *ch;
+    assert_int_equal(picolm_chunk_n_top(&copy), c->n_top);
+    struct {
+        uint8_t before[64];
+        int32_t ids[2];
+    } fake = {.ids = {1, 2}};
+    memset(fake.before, 0, sizeof(fake.before));
+    struct picolm_chunk foreign = {.ids = fake.ids, .n_ids = 2};
+    assert_int_equal(picolm_chunk_logprob(&foreign, 0, &x), PICOLM_E_INVALID);
+    assert_int_equal(picolm_chunk_top(&foreign, 0, 0, &id, &x), PICOLM_E_INVALID);
+    return 0;
+}
+
+static void test_feature_fields_reach_the_wire(void **state) {
+    (void)state;
+    struct fx *f = fx_start(features_scenario, NULL);
+    struct picolm_message msgs[3] = {
+        {"system", "Answer in JSON."}, {"user", "caf\xc3\xa9?"}, {"assistant", NULL}};
+    const char *stops[2] = {"\n\n", "END"};
+    const char schema[] = "{\"type\":\"object\"}";
+    struct picolm_generate_params p;
+    picolm_generate_params_init(&p);
+    p.messages = msgs;
+    p.n_messages = 3;
+    p.chat_template = "chatml";
+    p.format = "json";
+    p.json_schema = schema;
+    p.stop = stops;
+    p.n_stop = 2;
+    p.logprobs = 3;
+    struct lp_collect col = {0};
+    struct picolm_result res = {.size = sizeof(res)};
+    assert_int_equal(picolm_generate(f->c, &p, on_lp_chunk, &col, &res), PICOLM_OK);
+    assert_string_equal(col.text, "messages=3;system|Answer in JSON.;user|caf\xc3\xa9?;"
+                                  "assistant|;template=chatml;format=json;"
+                                  "schema={\"type\":\"object\"};stop=2|\n\n|END;logprobs=3;"
+                                  "max=0");
+    assert_int_equal(res.finish_reason, PICOLM_FINISH_STOP);
+    assert_int_equal(col.n_ids, 2);
+    assert_int_equal(col.n_top, 3);
+    assert_int_equal(col.lp_status, PICOLM_OK);
+    assert_true(col.lp[0] == -0.25f && col.lp[1] == -1.5f);
+    for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < 3; j++) {
+            assert_int_equal(col.top_id[i][j], 100 * (i + 1) + j);
+            assert_true(col.top_lp[i][j] == -(float)(i + j + 1));
+        }
+    }
+
+    /* A schema with an explicit length (not NUL-terminated), no format, a model template,
+     * and the stream form with the same accessors. */
+    picolm_generate_params_init(&p);
+    struct picolm_message one = {"user", "hi"};
+    p.messages = &one;
+    p.n_messages = 1;
+    p.json_schema = "{\"type\":\"integer\"}XXXX";
+    p.json_schema_len = 18;
+    p.logprobs = 1;
+    picolm_stream *st;
+    assert_int_equal(picolm_stream_start(f->c, &p, &st), PICOLM_OK);
+    struct picolm_chunk ch;
+    assert_int_equal(picolm_stream_next(st, &ch), 1);
+    assert_int_equal(ch.text_len, strlen("messages=1;user|hi;template=;format=;"
+                                         "schema={\"type\":\"integer\"};stop=0;logprobs=1;max=0"));
+    assert_memory_equal(ch.text, "messages=1;user|hi;template=;format=;", 37);
+    assert_int_equal(picolm_chunk_n_top(&ch), 1);
+    float lp;
+    int32_t id;
+    assert_int_equal(picolm_chunk_logprob(&ch, 1, &lp), PICOLM_OK);
+    assert_true(lp == -1.5f);
+    assert_int_equal(picolm_chunk_top(&ch, 1, 0, &id, NULL), PICOLM_OK);
+    assert_int_equal(id, 200);
+    assert_int_equal(picolm_stream_next(st, &ch), 0);
+    assert_int_equal(picolm_stream_end(st, NULL), PICOLM_OK);
+
+    /* Without logprobs the chunk has none. */
+    params_prompt(&p, "plain");
+    p.max_tokens = 99;
+    memset(&col, 0, sizeof(col));
+    assert_int_equal(picolm_generate(f->c, &p, on_lp_chunk, &col, NULL), PICOLM_OK);
+    assert_string_equal(col.text, "prompt=plain;format=;schema=;stop=0;logprobs=0;max=99");
+    assert_int_equal(col.n_top, 0);
+    assert_int_equal(col.lp_status, PICOLM_E_NOT_FOUND);
+    fx_stop(f);
+}
+
+static void test_params_of_the_first_layout_still_work(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    /* A caller built against the first header: its struct ends at n_stop. An exact-size
+     * heap copy lets the sanitizers catch any read past it. */
+    struct picolm_generate_params full;
+    params_prompt(&full, "old");
+    full.size = PICOLM_GENERATE_PARAMS_SIZE_V0;
+    void *old = malloc(PICOLM_GENERATE_PARAMS_SIZE_V0);
+    assert_non_null(old);
+    memcpy(old, &full, PICOLM_GENERATE_PARAMS_SIZE_V0);
+    struct collect col = {0};
+    assert_int_equal(picolm_generate(f->c, old, on_chunk, &col, NULL), PICOLM_OK);
+    assert_int_equal(col.len, 3);
+    assert_memory_equal(col.text, "old", 3);
+    free(old);
+    /* Smaller than the first layout: refused. */
+    full.size = PICOLM_GENERATE_PARAMS_SIZE_V0 - 1;
+    assert_int_equal(picolm_generate(f->c, &full, NULL, NULL, NULL), PICOLM_E_INVALID);
+    fx_stop(f);
+}
+
+static void test_feature_params_are_checked(void **state) {
+    (void)state;
+    struct fx *f = fx_start(fb_scenario_echo, NULL);
+    struct picolm_message good = {"user", "hi"};
+    struct picolm_message no_role = {NULL, "hi"};
+    struct picolm_message empty_role = {"", "hi"};
+    struct picolm_message bad_utf8 = {"user", "\xc3\x28"};
+    struct picolm_message surrogate = {"user", "\xed\xa0\x80"};
+    struct picolm_message overlong = {"us\xc0\xaf" "er", "x"};
+    struct picolm_generate_params p;
+
+#define EXPECT_INVALID(setup)                                                                   \
+    do {                                                                                        \
+        picolm_generate_params_init(&p);                                                        \
+        p.messages = &good;                                                                     \
+        p.n_messages = 1;                                                                       \
+        setup;                                                                                  \
+        assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);        \
+        assert_true(strlen(picolm_last_error(f->c)) > 0);                                       \
+    } while (0)
+    EXPECT_INVALID(p.prompt = "also a prompt");
+    EXPECT_INVALID(p.n_messages = 0);
+    EXPECT_INVALID(p.messages = NULL);
+    EXPECT_INVALID(p.messages = &no_role);
+    EXPECT_INVALID(p.messages = &empty_role);
+    EXPECT_INVALID(p.messages = &bad_utf8);
+    EXPECT_INVALID(p.messages = &surrogate);
+    EXPECT_INVALID(p.messages = &overlong);
+    EXPECT_INVALID((p.messages = NULL, p.n_messages = 0, p.prompt = "x",
+                    p.chat_template = "chatml"));
+    EXPECT_INVALID(p.chat_template = "caf\xe9");
+    EXPECT_INVALID(p.format = "\xff");
+    EXPECT_INVALID(p.json_schema_len = 4);
+    EXPECT_INVALID(p.logprobs = 5000);
+    EXPECT_INVALID(p.reserved = 1);
+#undef EXPECT_INVALID
+    /* The connection is still fine after refused parameters. */
+    params_prompt(&p, "ok");
+    struct collect col = {0};
+    assert_int_equal(picolm_generate(f->c, &p, on_chunk, &col, NULL), PICOLM_OK);
+    assert_int_equal(col.len, 2);
+    fx_stop(f);
+}
+
 /* ---- A broker that misbehaves ---- */
 
 enum bad_kind {
@@ -554,6 +837,7 @@ enum bad_kind {
     BAD_TYPE,           /* unknown record type */
     BAD_ID,             /* a response to a request id never issued */
     BAD_LOGPROBS,       /* logprob count != token count */
+    BAD_TOP,            /* top logprobs without logprobs, or with an id below -1 */
     BAD_WRONG_KIND,     /* a TokenizeResult for a Generate */
     BAD_SESSION_ERROR,  /* Error about the whole session */
     BAD_SILENCE,        /* never answers */
@@ -584,6 +868,7 @@ static void bad_scenario(struct fb *b, void *arg) {
         fb_send_raw(b, 999, "", 0);
         break;
     case BAD_ID:
+    case BAD_TOP:
     case BAD_LOGPROBS:
     case BAD_TRUNCATED: {
         int32_t ids[2] = {5, 6};
@@ -598,6 +883,18 @@ static void bad_scenario(struct fb *b, void *arg) {
         if (kind == BAD_LOGPROBS) {
             c.n_logprobs = 1;
             c.logprobs = lp;
+        }
+        Picolm__V1__TokenLogprob t0, t1;
+        Picolm__V1__TokenLogprob *tp[2] = {&t0, &t1};
+        float lp2[2] = {-1.0f, -2.0f};
+        picolm__v1__token_logprob__init(&t0);
+        picolm__v1__token_logprob__init(&t1);
+        t1.id = -5;
+        if (kind == BAD_TOP) {
+            c.n_logprobs = 2;
+            c.logprobs = lp2;
+            c.n_top = 2;
+            c.top = tp;
         }
         if (kind == BAD_TRUNCATED) {
             uint8_t buf[64];
@@ -668,6 +965,7 @@ static void test_inconsistent_responses_are_protocol_errors(void **state) {
     (void)state;
     run_bad(BAD_ID, PICOLM_E_PROTOCOL);
     run_bad(BAD_LOGPROBS, PICOLM_E_PROTOCOL);
+    run_bad(BAD_TOP, PICOLM_E_PROTOCOL);
     run_bad(BAD_WRONG_KIND, PICOLM_E_PROTOCOL);
 }
 
@@ -834,6 +1132,9 @@ int main(void) {
         cmocka_unit_test(test_streaming_allocates_nothing_per_token),
         cmocka_unit_test(test_tokenize_and_detokenize),
         cmocka_unit_test(test_model_info),
+        cmocka_unit_test(test_feature_fields_reach_the_wire),
+        cmocka_unit_test(test_params_of_the_first_layout_still_work),
+        cmocka_unit_test(test_feature_params_are_checked),
         cmocka_unit_test(test_garbage_record_is_a_protocol_error),
         cmocka_unit_test(test_unknown_record_type_or_broken_ring_is_a_protocol_error),
         cmocka_unit_test(test_inconsistent_responses_are_protocol_errors),
