@@ -764,6 +764,7 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, uint64_t n
     /* Dekker pair with pl_daemon_sched_send/kick: we store sleeping then load kicked and the
      * queue; they store the queue/kicked then load sleeping; seq_cst orders both sides. */
     atomic_store_explicit(&s->sleeping, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* before the queue's acquire loads */
     if (timeout != 0 && !atomic_exchange_explicit(&s->kicked, 0, memory_order_seq_cst) &&
         pl_daemon_spsc_empty(&s->cmdq) && !atomic_load(&s->stop)) {
         struct pollfd p = {.fd = s->wake_fd, .events = POLLIN};
@@ -991,7 +992,11 @@ int pl_daemon_sched_send(struct pl_daemon_sched *s, uint32_t kind, void *ptr) {
     int r = pl_daemon_spsc_push(&s->cmdq, &m);
     if (r < 0)
         return r;
-    /* seq_cst: see sleep_until_work(). */
+    /* Dekker pair with sleep_until_work(): the push is a release store, which a later load
+     * may overtake (x86 store buffer): without this fence we could read sleeping == 0 while
+     * the scheduler, already past its store of sleeping, still sees an empty queue, and the
+     * message would wait for the next kick (forever on an idle daemon). */
+    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst))
         (void)pl_ipc_doorbell_ring(s->wake_fd);
     return 0;
