@@ -138,6 +138,19 @@ int pl_ipc_doorbell_notify(struct pl_ipc_ring *r, int peer_fd) {
     return rc <= 0 ? rc : wake_peer(r, rc, peer_fd);
 }
 
+int pl_ipc_doorbell_notify_futex(struct pl_ipc_ring *r) {
+    int rc = pl_ipc_ring_publish(r);
+    if (rc <= 0)
+        return rc;
+    /* A doorbell request was marked woken by publish (one wake per sleep either way). */
+    int n = futex_wake(pl_ipc_ring_wake_futex(r).word);
+    if (n < 0)
+        return n;
+    if (n > 0 && rc == PL_IPC_WAKE_FUTEX)
+        pl_ipc_ring_woke(r);
+    return 0;
+}
+
 int pl_ipc_doorbell_notify_batch(struct pl_ipc_ring *r, int peer_fd, uint32_t batch_bytes) {
     int rc = pl_ipc_ring_publish_batch(r, batch_bytes);
     return rc <= 0 ? rc : wake_peer(r, rc, peer_fd);

@@ -49,6 +49,14 @@ int pl_ipc_doorbell_notify(struct pl_ipc_ring *r, int peer_fd);
  * that commit records in a loop, call it after each commit. Returns like notify. */
 int pl_ipc_doorbell_notify_batch(struct pl_ipc_ring *r, int peer_fd, uint32_t batch_bytes);
 
+/* Like pl_ipc_doorbell_notify(), but wake the peer only with FUTEX_WAKE on our index word,
+ * whichever wake-up it asked for: no fd is touched, so nothing the peer does to a shared
+ * eventfd (clearing O_NONBLOCK, saturating or draining the counter) can block the caller.
+ * For a side that must never block on an untrusted peer (the broker); a peer that asked for a
+ * doorbell ring instead is not woken by it. At most one syscall, none for a peer already woken
+ * from the same sleep. Returns 0, -PL_ERR_PROTOCOL or -errno. */
+int pl_ipc_doorbell_notify_futex(struct pl_ipc_ring *r);
+
 /* FUTEX_WAKE one sleeper on f->word (f->val is not used). Returns 0 or -errno. */
 int pl_ipc_doorbell_futex_wake(const struct pl_ipc_futex *f);
 

@@ -7,8 +7,10 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -355,8 +357,97 @@ static void test_doorbell_futex_stream_never_loses_a_wakeup(void **state) {
     free(f);
 }
 
+/* notify_futex never touches an fd: a doorbell-only sleeper gets a FUTEX_WAKE on the word
+ * (one per sleep), a futex sleeper is woken and counted once, and a peer that saturated and
+ * made blocking the eventfd it shares cannot matter (no write happens at all). */
+struct nf {
+    struct pl_ipc_futex f;
+    _Atomic int tid;
+    int rc;
+};
+
+static void *nf_sleeper(void *arg) {
+    struct nf *n = arg;
+    atomic_store(&n->tid, (int)gettid());
+    n->rc = pl_ipc_doorbell_futex_sleep(&n->f, 10000);
+    return NULL;
+}
+
+/* Wait (up to 2 s) until thread tid sleeps in the kernel. */
+static bool thread_sleeps(int tid) {
+    char path[64], buf[256];
+    (void)snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            const char *p = strrchr(buf, ')');
+            if (p && p[1] == ' ' && p[2] == 'S')
+                return true;
+        }
+        usleep(1000);
+    }
+    return false;
+}
+
+static void test_doorbell_notify_futex_wakes_without_fds(void **state) {
+    (void)state;
+    struct pl_ipc_region reg = PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&reg, 4096, 4096, 256), 0);
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_BROKER, &bsq, &bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_CLIENT, &csq, &ccq), 0);
+    uint8_t b[16];
+    uint32_t ty, ln;
+
+    /* nobody asleep: no syscall */
+    uint64_t w0 = wakes();
+    assert_int_equal(pl_ipc_ring_push(&bcq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_doorbell_notify_futex(&bcq), 0);
+    assert_int_equal(wakes() - w0, 0);
+    while (pl_ipc_ring_read(&ccq, b, sizeof(b), &ty, &ln) == 1) {
+    }
+    assert_int_equal(pl_ipc_doorbell_notify(&ccq, -1), 0);
+
+    /* doorbell-only sleep: one FUTEX_WAKE for the whole sleep, no eventfd exists at all */
+    assert_int_equal(pl_ipc_ring_sleep_prepare(&ccq, 0), 0);
+    w0 = wakes();
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pl_ipc_ring_push(&bcq, 1, "abcdefgh", 8), 0);
+        assert_int_equal(pl_ipc_doorbell_notify_futex(&bcq), 0);
+    }
+    assert_int_equal(wakes() - w0, 1);
+    pl_ipc_ring_sleep_finish(&ccq);
+    while (pl_ipc_ring_read(&ccq, b, sizeof(b), &ty, &ln) == 1) {
+    }
+    assert_int_equal(pl_ipc_doorbell_notify(&ccq, -1), 0);
+
+    /* a futex sleeper in FUTEX_WAIT is woken, and later publishes of the same sleep cost
+     * nothing (the wake counted as delivered) */
+    struct nf n = {.rc = 1};
+    assert_int_equal(pl_ipc_ring_sleep_prepare_futex(&ccq, 0, &n.f), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, nf_sleeper, &n), 0);
+    while (atomic_load(&n.tid) == 0)
+        usleep(100);
+    assert_true(thread_sleeps(atomic_load(&n.tid)));
+    w0 = wakes();
+    assert_int_equal(pl_ipc_ring_push(&bcq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_doorbell_notify_futex(&bcq), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(n.rc, 0);
+    assert_int_equal(pl_ipc_ring_push(&bcq, 1, "abcdefgh", 8), 0);
+    assert_int_equal(pl_ipc_doorbell_notify_futex(&bcq), 0);
+    assert_int_equal(wakes() - w0, 1);
+    pl_ipc_ring_sleep_finish(&ccq);
+    pl_ipc_region_done(&reg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_doorbell_notify_futex_wakes_without_fds),
         cmocka_unit_test(test_doorbell_ring_then_drain),
         cmocka_unit_test(test_doorbell_saturated_counter_does_not_block),
         cmocka_unit_test(test_doorbell_closed_fd_is_an_error),
