@@ -453,6 +453,94 @@ static int one_token_latency(const char *sock, const char *prompt, uint64_t *ret
     return PICOLM_OK;
 }
 
+/* ---- TTFT of a short request while other clients stream ---- */
+
+#define TTFT_REPS 10
+
+static int first_chunk_time(void *user, const struct picolm_chunk *ch) {
+    uint64_t *t = user;
+    if (ch->n_ids && !*t)
+        *t = now_ns();
+    return 0;
+}
+
+/* Median time to the first streamed token of a 2-token request on connection c. */
+static int ttft_median(picolm_client *c, const char *prompt, uint64_t *ret_ns) {
+    struct picolm_generate_params p;
+    fill_params(&p, prompt, 2);
+    uint64_t v[TTFT_REPS];
+    for (int i = 0; i < TTFT_REPS; i++) {
+        uint64_t t_first = 0, t0 = now_ns();
+        int r = picolm_generate(c, &p, first_chunk_time, &t_first, NULL);
+        if (r != PICOLM_OK || !t_first) {
+            fprintf(stderr, "picolm-bench serve: TTFT request: %s\n", picolm_strerror(r));
+            return r != PICOLM_OK ? r : PICOLM_E_PROTOCOL;
+        }
+        v[i] = t_first - t0;
+    }
+    *ret_ns = pct(v, TTFT_REPS, 50);
+    return PICOLM_OK;
+}
+
+/* Background client: stream generations back to back until *stop. */
+static void bg_client_main(const struct run_ctx *rc, uint32_t *started, uint32_t *stop) {
+    picolm_client *c;
+    if (picolm_connect(rc->sock, &c) != PICOLM_OK)
+        _exit(1);
+    struct picolm_generate_params p;
+    fill_params(&p, rc->prompt, rc->n_tokens);
+    (void)__atomic_add_fetch(started, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST))
+        if (picolm_generate(c, &p, NULL, NULL, NULL) != PICOLM_OK)
+            break;
+    picolm_close(c);
+    _exit(0);
+}
+
+/* TTFT of a short streamed request with the daemon idle, then while n_bg other clients
+ * stream (each generating back to back); medians of TTFT_REPS. */
+static int loaded_ttft(const struct run_ctx *rc, uint32_t n_bg, uint64_t *ret_idle,
+                       uint64_t *ret_loaded) {
+    picolm_client *c;
+    int r = picolm_connect(rc->sock, &c);
+    if (r != PICOLM_OK)
+        return r;
+    r = ttft_median(c, rc->prompt, ret_idle);
+    if (r != PICOLM_OK) {
+        picolm_close(c);
+        return r;
+    }
+    uint32_t *flags = mmap(NULL, 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (flags == MAP_FAILED) {
+        picolm_close(c);
+        return PICOLM_E_SYSTEM;
+    }
+    pid_t pids[MAX_CLIENTS];
+    uint32_t n = 0;
+    fflush(NULL);
+    for (; n < n_bg; n++) {
+        pids[n] = fork();
+        if (pids[n] < 0)
+            break;
+        if (pids[n] == 0)
+            bg_client_main(rc, &flags[0], &flags[1]);
+    }
+    /* Every background client connected, then 20 ms for their streams to get going. */
+    uint64_t deadline = now_ns() + 30000000000ull;
+    while (__atomic_load_n(&flags[0], __ATOMIC_SEQ_CST) < n && now_ns() < deadline)
+        usleep(1000);
+    usleep(20000);
+    r = ttft_median(c, rc->prompt, ret_loaded);
+    __atomic_store_n(&flags[1], 1, __ATOMIC_SEQ_CST);
+    for (uint32_t i = 0; i < n; i++) {
+        int status;
+        (void)waitpid(pids[i], &status, 0);
+    }
+    (void)munmap(flags, 64);
+    picolm_close(c);
+    return r;
+}
+
 /* ---- Output ---- */
 
 /* s as a JSON string (quotes, backslashes and control bytes escaped). */
@@ -475,7 +563,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N] [--threads N]\n"
             "                          [--prompt TEXT] [--picolmd PATH] [--daemon-arg ARG]...\n"
-            "                          [--json]\n"
+            "                          [--loaded-ttft N] [--json]\n"
             "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
             "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
             "  --tokens N      tokens each client generates (default 64)\n"
@@ -484,6 +572,8 @@ static void usage(FILE *f) {
             "                  daemon's, e.g. --threads 1 with --daemon-arg --cpus --daemon-arg 0)\n"
             "  --picolmd PATH  broker binary (default: picolmd beside this program)\n"
             "  --daemon-arg A  pass A on to picolmd (repeat: --daemon-arg --cpus --daemon-arg 0)\n"
+            "  --loaded-ttft N also: TTFT of a short streamed request idle and while N other\n"
+            "                  clients stream (medians of 10)\n"
             "  --json          one JSON object on stdout instead of text\n");
 }
 
@@ -539,7 +629,7 @@ int bench_serve_main(int argc, char **argv) {
     default_picolmd(picolmd, sizeof(picolmd));
     uint32_t counts[MAX_CLIENT_COUNTS] = {1, 2, 4, 8, 16};
     size_t n_counts = 5;
-    uint32_t n_tokens = 64, n_threads = 0;
+    uint32_t n_tokens = 64, n_threads = 0, loaded_n = 0;
     bool json = false;
     char *daemon_args[MAX_DAEMON_ARGS];
     size_t n_daemon_args = 0;
@@ -569,6 +659,8 @@ int bench_serve_main(int argc, char **argv) {
             bad = parse_u32(v, 0, 512, &n_threads) < 0;
         else if (!bad && !strcmp(a, "--tokens"))
             bad = parse_u32(v, 2, 1u << 16, &n_tokens) < 0;
+        else if (!bad && !strcmp(a, "--loaded-ttft"))
+            bad = parse_u32(v, 1, MAX_CLIENTS - 1, &loaded_n) < 0;
         else
             bad = true;
         if (bad) {
@@ -589,6 +681,8 @@ int bench_serve_main(int argc, char **argv) {
     uint32_t max_clients = 0;
     for (size_t i = 0; i < n_counts; i++)
         max_clients = counts[i] > max_clients ? counts[i] : max_clients;
+    if (loaded_n + 1 > max_clients)
+        max_clients = loaded_n + 1; /* the daemon's sessions and decode sequences */
 
     /* The baseline first, alone on the machine, then the model is freed again. */
     struct inproc ip = {0};
@@ -620,14 +714,19 @@ int bench_serve_main(int argc, char **argv) {
     uint64_t one_ns = 0;
     if (one_token_latency(d.sock, prompt, &one_ns) != PICOLM_OK)
         goto out;
+    uint64_t ttft_idle = 0, ttft_loaded = 0;
+    if (loaded_n && loaded_ttft(&rc, loaded_n, &ttft_idle, &ttft_loaded) != PICOLM_OK)
+        goto out;
 
     if (json) {
         printf("{\"model\":");
         print_json_str(model);
         printf(",\"tokens\":%u,\"prompt_tokens\":%u,"
                "\"inproc_decode_tok_s\":%.2f,\"inproc_one_token_ns\":%" PRIu64
-               ",\"daemon_one_token_ns\":%" PRIu64 ",\"rounds\":[",
-               n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one_ns);
+               ",\"daemon_one_token_ns\":%" PRIu64 ",\"loaded_clients\":%u,"
+               "\"ttft_idle_ns\":%" PRIu64 ",\"ttft_loaded_ns\":%" PRIu64 ",\"rounds\":[",
+               n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one_ns, loaded_n,
+               ttft_idle, ttft_loaded);
         for (size_t i = 0; i < n_counts; i++) {
             const struct round *r = &rounds[i];
             printf("%s{\"clients\":%u,\"failed\":%u,\"aggregate_tok_s\":%.2f,"
@@ -646,6 +745,10 @@ int bench_serve_main(int argc, char **argv) {
                ip.decode_tok_s, (double)ip.one_token_ns / 1e6);
         printf("through picolmd: 1-token request %.3f ms end to end (%.3f ms over in-process)\n",
                (double)one_ns / 1e6, ((double)one_ns - (double)ip.one_token_ns) / 1e6);
+        if (loaded_n)
+            printf("TTFT of a short streamed request: %.3f ms idle, %.3f ms while %u clients "
+                   "stream (x%.2f)\n", (double)ttft_idle / 1e6, (double)ttft_loaded / 1e6,
+                   loaded_n, ttft_idle ? (double)ttft_loaded / (double)ttft_idle : 0.0);
         printf("%7s %6s %12s %12s %12s %10s %10s %10s %10s\n", "clients", "failed", "agg tok/s",
                "client mean", "client min", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
         for (size_t i = 0; i < n_counts; i++) {
