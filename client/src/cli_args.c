@@ -140,6 +140,16 @@ static int set_value(struct pl_cli_opt *o, const char *shown, const char *val, c
         }
         break;
     }
+    case PL_CLI_OPT_STR_LIST: {
+        struct pl_cli_str_list *l = o->dst;
+        size_t max = o->max < PL_CLI_LIST_MAX ? (size_t)o->max : PL_CLI_LIST_MAX;
+        if (l->n >= max) {
+            (void)snprintf(err, err_len, "%s: at most %zu values", shown, max);
+            return -EINVAL;
+        }
+        l->v[l->n++] = val;
+        return 0;
+    }
     case PL_CLI_OPT_FLAG:
         break;
     }
@@ -189,7 +199,7 @@ int pl_cli_args_parse(struct pl_cli_opt *opts, size_t n_opts, int argc, char **a
             return -ENOENT;
         }
         opt_display(o, as_short, shown, sizeof(shown));
-        if (o->seen) {
+        if (o->seen && o->kind != PL_CLI_OPT_STR_LIST) {
             (void)snprintf(err, err_len, "%s: given more than once", shown);
             return -EINVAL;
         }

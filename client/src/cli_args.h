@@ -15,6 +15,14 @@ enum pl_cli_opt_kind {
     PL_CLI_OPT_I64,   /* int64_t within [min, max] */
     PL_CLI_OPT_U64,   /* uint64_t, any value */
     PL_CLI_OPT_FLOAT, /* float, finite, within the range below */
+    PL_CLI_OPT_STR_LIST, /* struct pl_cli_str_list: repeatable, up to max values */
+};
+
+/* Values of a repeatable option, in the order given (borrowed from argv). */
+#define PL_CLI_LIST_MAX 64
+struct pl_cli_str_list {
+    const char *v[PL_CLI_LIST_MAX];
+    size_t n;
 };
 
 struct pl_cli_opt {
@@ -22,7 +30,8 @@ struct pl_cli_opt {
     char short_name;      /* 0 when none */
     enum pl_cli_opt_kind kind;
     void *dst;            /* bool / const char * / int64_t / uint64_t / float */
-    double min, max;      /* range for I64 and FLOAT; +-INFINITY for open ends */
+    double min, max;      /* range for I64 and FLOAT; +-INFINITY for open ends; STR_LIST:
+                             max is the most values (<= PL_CLI_LIST_MAX) */
     bool min_open;        /* exclusive lower bound: "(0, 1]" */
     bool max_open;
     const char *metavar;  /* "N", "TEXT": for --help */
@@ -37,7 +46,8 @@ struct pl_cli_opt {
  * Accepts --name VALUE, --name=VALUE, -x VALUE, and the flag --help / -h.
  * Returns 1 when --help was given, 0 on success, and a one-line message in err (without
  * the "picolm: " prefix) with -ENOENT for an unknown option or a positional argument, or
- * -EINVAL for a missing or malformed value, a value out of range or a repeated option. */
+ * -EINVAL for a missing or malformed value, a value out of range, a repeated option (other
+ * than a STR_LIST one) or more values than a STR_LIST takes. */
 int pl_cli_args_parse(struct pl_cli_opt *opts, size_t n_opts, int argc, char **argv, char *err,
                       size_t err_len);
 

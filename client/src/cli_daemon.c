@@ -29,8 +29,8 @@ static struct daemon_backend *to_daemon(struct pl_cli_backend *b) {
 static int errno_of(int status) {
     switch (status) {
     case PICOLM_OK: return 0;
-    case PICOLM_E_INVALID:
-    case PICOLM_E_CONTEXT: return -EINVAL;
+    case PICOLM_E_INVALID: return -EINVAL;
+    case PICOLM_E_CONTEXT: return -E2BIG;
     case PICOLM_E_NOMEM: return -ENOMEM;
     case PICOLM_E_DENIED: return -PL_ERR_DENIED;
     case PICOLM_E_QUOTA: return -PL_ERR_QUOTA;
@@ -115,14 +115,26 @@ struct gen_relay {
     void *ud;
     int cb_err;
     size_t n_gen;
+    struct pl_logprob top[PL_CLI_MAX_TOP_LOGPROBS];
 };
 
 /* A chunk carries the concatenated pieces of its ids: the whole text goes with the first id,
- * the others follow with empty pieces (the bytes written are the same). */
+ * the others follow with empty pieces (the bytes written are the same). Logprobs, when the
+ * chunk has them, go with their ids. */
 static int relay_chunk(void *user, const struct picolm_chunk *ch) {
     struct gen_relay *g = user;
+    size_t n_top = PL_MIN(picolm_chunk_n_top(ch), (size_t)PL_CLI_MAX_TOP_LOGPROBS);
     for (size_t i = 0; i < ch->n_ids; i++) {
-        int r = g->on_token(g->ud, ch->ids[i], i ? "" : ch->text, i ? 0 : ch->text_len);
+        struct pl_cli_token t = {.id = ch->ids[i], .piece = i ? "" : ch->text,
+                                 .len = i ? 0 : ch->text_len};
+        if (picolm_chunk_logprob(ch, i, &t.logprob) == PICOLM_OK) {
+            t.has_logprob = true;
+            for (size_t j = 0; j < n_top; j++)
+                (void)picolm_chunk_top(ch, i, j, &g->top[j].id, &g->top[j].logprob);
+            t.top = g->top;
+            t.n_top = (uint32_t)n_top;
+        }
+        int r = g->on_token(g->ud, &t);
         if (r < 0) {
             g->cb_err = r;
             return 1;
@@ -130,7 +142,8 @@ static int relay_chunk(void *user, const struct picolm_chunk *ch) {
         g->n_gen++;
     }
     if (!ch->n_ids && ch->text_len) {
-        int r = g->on_token(g->ud, -1, ch->text, ch->text_len);
+        struct pl_cli_token t = {.id = -1, .piece = ch->text, .len = ch->text_len};
+        int r = g->on_token(g->ud, &t);
         if (r < 0) {
             g->cb_err = r;
             return 1;
@@ -153,8 +166,28 @@ static int daemon_generate(struct pl_cli_backend *b, const int32_t *prompt, size
     }
     struct picolm_generate_params p;
     picolm_generate_params_init(&p);
-    p.tokens = prompt;
-    p.n_tokens = n_prompt;
+    struct picolm_message *msgs = NULL;
+    if (opts->n_messages > 0) {
+        msgs = calloc(opts->n_messages, sizeof(*msgs));
+        if (!msgs)
+            return -ENOMEM;
+        for (size_t i = 0; i < opts->n_messages; i++)
+            msgs[i] = (struct picolm_message){.role = opts->messages[i].role,
+                                              .content = opts->messages[i].content};
+        p.messages = msgs;
+        p.n_messages = opts->n_messages;
+        p.chat_template = opts->template_name;
+    } else {
+        p.tokens = prompt;
+        p.n_tokens = n_prompt;
+        ret_stats->prompt_ids = prompt;
+    }
+    p.stop = opts->stop;
+    p.n_stop = opts->n_stop;
+    p.format = opts->json ? "json" : NULL;
+    p.json_schema = opts->json_schema;
+    p.json_schema_len = opts->json_schema_len;
+    p.logprobs = opts->logprobs;
     p.max_tokens = opts->n_predict < 0 ? 0 : (uint32_t)opts->n_predict;
     p.flags = opts->ignore_eos ? PICOLM_GEN_IGNORE_EOS : 0;
     p.sampling.temperature = opts->sampler.temp;
@@ -171,6 +204,7 @@ static int daemon_generate(struct pl_cli_backend *b, const int32_t *prompt, size
     struct gen_relay g = {.on_token = on_token, .ud = ud};
     struct picolm_result res = {.size = sizeof(res)};
     int r = picolm_generate(d->client, &p, relay_chunk, &g, &res);
+    free(msgs);
     if (g.cb_err)
         return g.cb_err;
     if (r != PICOLM_OK)
@@ -184,7 +218,7 @@ static int daemon_generate(struct pl_cli_backend *b, const int32_t *prompt, size
                           ? PL_CLI_STOP_LENGTH
                           : PL_CLI_STOP_CTX_FULL;
     if (res.finish_reason == PICOLM_FINISH_STOP)
-        ret_stats->stop = PL_CLI_STOP_EOG;
+        ret_stats->stop = PL_CLI_STOP_STRING;
     return 0;
 }
 

@@ -3,17 +3,25 @@
  * one context and one sampler, and runs tokenize / generate / eval / info for
  * picolm_cli.c through the table in cli_backend.h. Buffers are sized once per request;
  * the token loop allocates nothing. A vocabulary-only GGUF (a tokenizer, no tensors, as
- * llama.cpp ships them) opens too: tokenize and info work, generate and eval say why not. */
+ * llama.cpp ships them) opens too: tokenize and info work, generate and eval say why not.
+ * Per-request features (chat messages, JSON / JSON-Schema output, stop strings, logprobs)
+ * use the engine APIs exactly as picolmd does (daemon/request_features.c, scheduler.c), so a
+ * request gives the same tokens in-process and through the daemon. */
 #include "cli_backend.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "pl/engine_chat.h"
 #include "pl/engine_gguf.h"
+#include "pl/engine_grammar.h"
+#include "pl/engine_logprobs.h"
 #include "pl/engine_model.h"
+#include "pl/engine_stop.h"
 #include "pl/engine_sampler.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/engine_types.h"
@@ -41,7 +49,18 @@ struct local {
     uint32_t ctx_n_batch;
     char *piece;
     size_t piece_cap;
+    /* Features */
+    int chat_family;              /* detected from tokenizer.chat_template, 0: none */
+    char bos_text[64], eos_text[64];
+    struct pl_grammar_vocab *gvocab; /* built on the first constrained request */
+    int32_t *chat_ids;            /* the last rendered conversation */
+    size_t n_chat_ids;
 };
+
+/* The broker's limits on one request (daemon/request_features.h), kept here too. */
+#define LOCAL_MAX_MSGS 1024u
+#define LOCAL_MAX_ROLE 64u
+#define LOCAL_MAX_SCHEMA (16u * 1024)
 
 static struct local *to_local(struct pl_cli_backend *b) {
     return (struct local *)b;
@@ -262,18 +281,302 @@ out:
     return r;
 }
 
+/* ---- Per-request features (as daemon/request_features.c) ---- */
+
+static void token_text(const struct pl_tokenizer *t, int32_t id, char *buf, size_t cap) {
+    size_t len = 0;
+    const char *s = id >= 0 ? pl_tokenizer_token_text(t, id, &len) : NULL;
+    if (!s || len >= cap)
+        len = 0;
+    if (len)
+        memcpy(buf, s, len);
+    buf[len] = '\0';
+}
+
+/* Render the messages with the named or the model's template and tokenize the text (special
+ * tokens parsed, BOS unless the template writes it) into l->chat_ids. */
+static int render_chat(struct local *l, const struct pl_cli_gen_opts *o, int *ret_family) {
+    struct pl_chat_msg *cm = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int fam, r;
+    if (o->n_messages > LOCAL_MAX_MSGS) {
+        set_err(l, "messages: between 1 and %u messages", LOCAL_MAX_MSGS);
+        return -EINVAL;
+    }
+    if (o->template_name && o->template_name[0]) {
+        fam = pl_chat_template_from_name(o->template_name);
+        if (fam < 0) {
+            set_err(l, "unknown chat template '%.32s' (llama2, llama3, chatml, qwen, zephyr, "
+                       "mistral, phi3, gemma)", o->template_name);
+            return -EINVAL;
+        }
+    } else if (l->chat_family > 0) {
+        fam = l->chat_family;
+    } else {
+        set_err(l, "the model has no chat template picolm recognises; name one with "
+                   "--template");
+        return -PL_ERR_UNSUPPORTED;
+    }
+    cm = calloc(o->n_messages, sizeof(*cm));
+    if (!cm)
+        return -ENOMEM;
+    for (size_t i = 0; i < o->n_messages; i++) {
+        const char *role = o->messages[i].role, *content = o->messages[i].content;
+        size_t rl = role ? strlen(role) : 0;
+        if (rl == 0 || rl > LOCAL_MAX_ROLE) {
+            set_err(l, "messages[%zu]: role must be 1..%u bytes", i, LOCAL_MAX_ROLE);
+            r = -EINVAL;
+            goto out;
+        }
+        cm[i] = (struct pl_chat_msg){.role = role, .role_len = rl,
+                                     .content = content ? content : "",
+                                     .content_len = content ? strlen(content) : 0};
+    }
+    r = pl_chat_render((enum pl_chat_family)fam, cm, o->n_messages, true, l->bos_text,
+                       l->eos_text, NULL, 0, &len);
+    if (r < 0 && r != -ENOSPC) {
+        set_err(l, "messages do not fit the %s template (roles must be system/user/assistant, "
+                   "alternating where the template wants it)",
+                pl_chat_template_name((enum pl_chat_family)fam));
+        goto out;
+    }
+    text = malloc(len + 1);
+    if (!text) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = pl_chat_render((enum pl_chat_family)fam, cm, o->n_messages, true, l->bos_text,
+                       l->eos_text, text, len + 1, &len);
+    if (r < 0) {
+        set_err(l, "cannot render the messages: %s", pl_strerror(r));
+        goto out;
+    }
+    bool add_bos = !pl_chat_template_writes_bos((enum pl_chat_family)fam);
+    size_t cap = len + 2, n = 0;
+    free(l->chat_ids);
+    l->chat_ids = malloc(cap * sizeof(int32_t));
+    l->n_chat_ids = 0;
+    if (!l->chat_ids) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = pl_tokenizer_encode(l->tok, text, len, add_bos, true, l->chat_ids, cap, &n);
+    if (r == -ENOSPC) {
+        int32_t *ids = realloc(l->chat_ids, (n ? n : 1) * sizeof(int32_t));
+        if (!ids) {
+            r = -ENOMEM;
+            goto out;
+        }
+        l->chat_ids = ids;
+        cap = n;
+        r = pl_tokenizer_encode(l->tok, text, len, add_bos, true, l->chat_ids, cap, &n);
+    }
+    if (r < 0) {
+        set_err(l, "the rendered conversation cannot be tokenized: %s", pl_strerror(r));
+        goto out;
+    }
+    l->n_chat_ids = n;
+    *ret_family = fam;
+out:
+    free(text);
+    free(cm);
+    return r;
+}
+
+/* One request's feature state: built before the prompt runs, used per token without
+ * allocating (except the rare growth of the hold buffer). */
+struct feat {
+    struct pl_stop *stop;
+    struct pl_grammar *grammar;
+    struct pl_grammar_state *gst;
+    float *lp_logits;             /* [n_vocab] logits the token was drawn from */
+    struct pl_logprob *top;       /* [top_n] */
+    uint32_t top_n;
+    bool lp;
+    char *hold;                   /* stream bytes fed to the matcher, not yet released */
+    size_t n_hold, hold_cap;
+    uint64_t emitted;             /* stream bytes released */
+};
+
+static void feat_done(struct feat *f) {
+    pl_stop_free(f->stop);
+    pl_grammar_state_free(f->gst);
+    pl_grammar_free(f->grammar);
+    free(f->lp_logits);
+    free(f->top);
+    free(f->hold);
+    memset(f, 0, sizeof(*f));
+}
+
+/* The request's stop strings, then the chat family's end-of-turn strings while there is
+ * room; the grammar; logprob buffers. */
+static int feat_init(struct local *l, const struct pl_cli_gen_opts *o, int family,
+                     struct feat *f) {
+    const char *strs[PL_STOP_MAX];
+    size_t lens[PL_STOP_MAX], n = 0;
+    char gerr[256] = "";
+    int r;
+    memset(f, 0, sizeof(*f));
+    if (o->n_stop > PL_CLI_MAX_STOP) {
+        set_err(l, "too many stop strings (max %u)", PL_CLI_MAX_STOP);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < o->n_stop; i++, n++) {
+        strs[n] = o->stop[i];
+        lens[n] = o->stop[i] ? strlen(o->stop[i]) : 0;
+        if (lens[n] == 0 || lens[n] > PL_STOP_MAX_LEN) {
+            set_err(l, "a stop string is empty or over %u bytes", PL_STOP_MAX_LEN);
+            return -EINVAL;
+        }
+    }
+    if (family > 0) {
+        size_t nf = 0;
+        const char *const *fs = pl_chat_stop_strings((enum pl_chat_family)family, &nf);
+        for (size_t i = 0; i < nf && n < PL_STOP_MAX; i++, n++) {
+            strs[n] = fs[i];
+            lens[n] = strlen(fs[i]);
+        }
+    }
+    if (n > 0 && (r = pl_stop_new(strs, lens, n, &f->stop)) < 0) {
+        set_err(l, "stop strings: %s", pl_strerror(r));
+        return r;
+    }
+    if (o->json || o->json_schema) {
+        if (o->json_schema_len > LOCAL_MAX_SCHEMA) {
+            set_err(l, "json_schema: over %u bytes", LOCAL_MAX_SCHEMA);
+            r = -EINVAL;
+            goto fail;
+        }
+        if (!l->gvocab && (r = pl_grammar_vocab_new(l->tok, &l->gvocab)) < 0) {
+            set_err(l, "cannot index the vocabulary for the grammar: %s", pl_strerror(r));
+            goto fail;
+        }
+        r = pl_grammar_compile_json(l->gvocab, o->json_schema, o->json_schema_len,
+                                    &f->grammar, gerr, sizeof(gerr));
+        if (r < 0) {
+            f->grammar = NULL;
+            set_err(l, "json_schema: %s", gerr[0] ? gerr : pl_strerror(r));
+            r = r == -ENOMEM ? r : -EINVAL;
+            goto fail;
+        }
+        r = pl_grammar_state_new(f->grammar, &f->gst);
+        if (r < 0) {
+            f->gst = NULL;
+            set_err(l, "out of memory for the grammar");
+            goto fail;
+        }
+    }
+    if (o->logprobs > PL_CLI_MAX_TOP_LOGPROBS) {
+        set_err(l, "logprobs: at most %u alternatives per token", PL_CLI_MAX_TOP_LOGPROBS);
+        r = -EINVAL;
+        goto fail;
+    }
+    if (o->logprobs > 0) {
+        f->lp = true;
+        f->top_n = o->logprobs;
+        f->lp_logits = malloc((size_t)l->n_vocab * sizeof(float));
+        f->top = malloc(f->top_n * sizeof(*f->top));
+        if (!f->lp_logits || !f->top) {
+            r = -ENOMEM;
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    feat_done(f);
+    return r;
+}
+
+/* Hand bytes [emitted, upto) of the stream to the callback with token t (piece set here),
+ * then forget them. */
+static int feat_release(struct feat *f, uint64_t upto, struct pl_cli_token *t,
+                        pl_cli_token_fn on_token, void *ud) {
+    size_t k = (size_t)(upto - f->emitted);
+    t->piece = f->hold ? f->hold : "";
+    t->len = k;
+    int r = on_token(ud, t);
+    if (k) {
+        memmove(f->hold, f->hold + k, f->n_hold - k);
+        f->n_hold -= k;
+        f->emitted = upto;
+    }
+    return r;
+}
+
+/* Feed a generated piece to the stop matcher (when there is one) and release what is final.
+ * Returns 1 when a stop string completed (its bytes and anything after are dropped), 0, or
+ * a negative error (the callback's, or -ENOMEM). */
+static int feat_text(struct feat *f, const char *piece, size_t len, struct pl_cli_token *t,
+                     pl_cli_token_fn on_token, void *ud) {
+    if (!f->stop) {
+        t->piece = piece;
+        t->len = len;
+        return on_token(ud, t);
+    }
+    if (f->hold_cap - f->n_hold < len) {
+        size_t cap = f->hold_cap ? f->hold_cap : PL_STOP_MAX_LEN * 2;
+        while (cap - f->n_hold < len)
+            cap *= 2;
+        char *h = realloc(f->hold, cap);
+        if (!h)
+            return -ENOMEM;
+        f->hold = h;
+        f->hold_cap = cap;
+    }
+    memcpy(f->hold + f->n_hold, piece, len);
+    f->n_hold += len;
+    struct pl_stop_result res;
+    int m = pl_stop_feed(f->stop, piece, len, &res);
+    if (m < 0)
+        return m;
+    int r = feat_release(f, res.safe, t, on_token, ud);
+    if (m == 1)
+        f->n_hold = 0;
+    return r < 0 ? r : m;
+}
+
+/* The generation ended without a stop match: release what was held back. Returns 1 when
+ * the end completed a stop string, 0, or the callback's error. */
+static int feat_flush(struct feat *f, pl_cli_token_fn on_token, void *ud) {
+    if (!f->stop || f->n_hold == 0)
+        return 0;
+    struct pl_stop_result res;
+    int m = pl_stop_flush(f->stop, &res);
+    if (m < 0)
+        return m;
+    if (m == 1) {
+        f->n_hold = 0;
+        return 1;
+    }
+    struct pl_cli_token t = {.id = -1};
+    int r = feat_release(f, res.safe, &t, on_token, ud);
+    return r < 0 ? r : 0;
+}
+
 static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_t n_prompt,
                           const struct pl_cli_gen_opts *o, pl_cli_token_fn on_token, void *ud,
                           struct pl_cli_gen_stats *ret_stats) {
     struct local *l = to_local(b);
     struct pl_sampler *smp = NULL;
     float *logits = NULL;
-    struct pl_cli_gen_stats st = {.n_prompt = n_prompt};
+    struct pl_cli_gen_stats st = {0};
+    struct feat f = {0};
+    int family = 0;
     int r;
 
     if (!l->model)
         return vocab_only_refuse(l, "generate");
     uint32_t n_ctx = l->opts.n_ctx ? l->opts.n_ctx : default_n_ctx(l);
+    if (o->n_messages > 0) {
+        r = render_chat(l, o, &family);
+        if (r < 0)
+            return r;
+        prompt = l->chat_ids;
+        n_prompt = l->n_chat_ids;
+    }
+    st.n_prompt = n_prompt;
+    st.prompt_ids = prompt;
     if (n_prompt == 0) {
         set_err(l, "the prompt has no tokens");
         return -EINVAL;
@@ -289,10 +592,13 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
             return -EINVAL;
         }
     }
+    r = feat_init(l, o, family, &f);
+    if (r < 0)
+        return r;
     r = pl_sampler_new(&o->sampler, l->n_vocab, &smp);
     if (r < 0) {
         set_err(l, "bad sampling parameters");
-        return r;
+        goto out;
     }
     logits = malloc((size_t)l->n_vocab * sizeof(*logits));
     if (!logits) {
@@ -312,22 +618,55 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
     uint64_t t1 = now_ns();
     st.prompt_ns = t1 - t0;
 
+    /* The grammar's token budget, as the broker computes it: the tokens left when -n bounds
+     * the answer within the context, else no bound. */
+    size_t room = n_ctx - n_prompt;
+    bool bounded = o->n_predict >= 0 && (uint64_t)o->n_predict <= room;
     size_t pos = n_prompt;
     for (;;) {
         if (o->n_predict >= 0 && st.n_gen >= (uint64_t)o->n_predict) {
             st.stop = PL_CLI_STOP_LENGTH;
             break;
         }
+        /* Grammar mask and the logprobs copy come before the sampler changes the logits. */
+        uint32_t left = bounded ? (uint32_t)((uint64_t)o->n_predict - st.n_gen) : 0;
+        if (f.gst && pl_grammar_mask(f.gst, logits, left) <= 0) {
+            set_err(l, "the output grammar allows no token here");
+            r = -ENOTRECOVERABLE;
+            goto out;
+        }
+        if (f.lp)
+            memcpy(f.lp_logits, logits, (size_t)l->n_vocab * sizeof(float));
         int32_t tok = pl_sampler_sample(smp, logits);
         if (tok < 0) {
             r = tok;
             goto out;
         }
-        if (!o->ignore_eos && pl_tokenizer_is_eog(l->tok, tok)) {
-            st.stop = PL_CLI_STOP_EOG;
+        pl_sampler_accept(smp, tok);
+        int gram = 0;
+        if (f.gst) {
+            gram = pl_grammar_accept(f.gst, tok);
+            if (gram < 0) {
+                set_err(l, "sampled a token the output grammar refuses");
+                r = -ENOTRECOVERABLE;
+                goto out;
+            }
+        }
+        if (gram == 1 || (!o->ignore_eos && pl_tokenizer_is_eog(l->tok, tok))) {
+            st.stop = PL_CLI_STOP_EOG; /* an EOG is not output, nor its logprob */
             break;
         }
-        pl_sampler_accept(smp, tok);
+        struct pl_cli_token t = {.id = tok};
+        if (f.lp) {
+            float chosen = -INFINITY;
+            int n = pl_logprobs_compute(f.lp_logits, l->n_vocab, tok, f.top_n, f.top, &chosen);
+            for (uint32_t i = n < 0 ? 0 : (uint32_t)n; i < f.top_n; i++)
+                f.top[i] = (struct pl_logprob){.id = -1, .logprob = -INFINITY};
+            t.has_logprob = true;
+            t.logprob = n < 0 ? -INFINITY : chosen;
+            t.top = f.top;
+            t.n_top = f.top_n;
+        }
         size_t plen = 0;
         r = token_piece(l, tok, &plen);
         if (r < 0) {
@@ -335,9 +674,13 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
             goto out;
         }
         st.n_gen++;
-        r = on_token(ud, tok, l->piece, plen);
+        r = feat_text(&f, l->piece, plen, &t, on_token, ud);
         if (r < 0)
             goto out;
+        if (r == 1) {
+            st.stop = PL_CLI_STOP_STRING;
+            break;
+        }
         /* The token just emitted needs a KV slot only if another one follows it. */
         if (o->n_predict >= 0 && st.n_gen >= (uint64_t)o->n_predict) {
             st.stop = PL_CLI_STOP_LENGTH;
@@ -354,11 +697,19 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
         }
         pos++;
     }
+    if (st.stop != PL_CLI_STOP_STRING) {
+        r = feat_flush(&f, on_token, ud);
+        if (r < 0)
+            goto out;
+        if (r == 1)
+            st.stop = PL_CLI_STOP_STRING;
+    }
     st.gen_ns = now_ns() - t1;
     r = 0;
 out:
     if (ret_stats)
         *ret_stats = st;
+    feat_done(&f);
     pl_sampler_free(smp);
     free(logits);
     return r;
@@ -411,6 +762,8 @@ static void local_close(struct pl_cli_backend *b) {
     pl_model_free(l->model);
     pl_tokenizer_free(l->vocab_tok);
     pl_gguf_close(l->vocab_gguf);
+    pl_grammar_vocab_free(l->gvocab);
+    free(l->chat_ids);
     free(l->piece);
     free(l);
 }
@@ -464,6 +817,15 @@ int pl_cli_local_open(const char *model_path, const struct pl_cli_local_opts *op
         l->tok = pl_model_tokenizer(l->model);
         l->n_vocab = pl_model_hparams(l->model)->n_vocab;
     }
+    /* The chat template family, as picolmd detects it (pl_daemon_features_new). */
+    struct pl_gguf_str src;
+    const struct pl_gguf *g = l->model ? pl_model_gguf(l->model) : l->vocab_gguf;
+    if (pl_gguf_get_str(g, "tokenizer.chat_template", &src) == 0) {
+        int fam = pl_chat_template_detect(src.ptr, (size_t)src.len);
+        l->chat_family = fam > 0 ? fam : 0;
+    }
+    token_text(l->tok, pl_tokenizer_bos(l->tok), l->bos_text, sizeof(l->bos_text));
+    token_text(l->tok, pl_tokenizer_eos(l->tok), l->eos_text, sizeof(l->eos_text));
     l->piece_cap = PIECE_INIT;
     l->piece = malloc(l->piece_cap);
     if (!l->piece) {

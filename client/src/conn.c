@@ -30,6 +30,12 @@
 /* A foreign thread (picolm_cancel) that finds the submission ring full polls this often. */
 #define SEND_POLL_MS 1
 #define SEND_DEFAULT_BOUND_MS 5000
+/* Futex sleeps (brokers with PL_IPC_FEATURE_FUTEX_WAKE) are bounded: a broker that died never
+ * wakes us, so between sleeps we look at the socket for its hang-up (noticed within ~50 ms).
+ * Waiting for submission room as well, we sleep on the completion ring's word only (one futex
+ * at a time) and look at the submission ring at least every millisecond. */
+#define FUTEX_SLEEP_MS 50
+#define FUTEX_SLEEP_SQ_MS 1
 
 static void set_err(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -296,6 +302,60 @@ static int ready(struct pl_client_conn *c, uint32_t sq_need) {
     return sq_ready_locked(c, sq_need);
 }
 
+/* Sleep on futexes until ready(c, sq_need), the deadline (0: none) or the broker's hang-up:
+ * one FUTEX_WAIT per sleep, and the broker wakes us with one FUTEX_WAKE. */
+static int wait_futex(struct pl_client_conn *c, uint32_t sq_need, uint64_t deadline) {
+    for (;;) {
+        int slice = sq_need ? FUTEX_SLEEP_SQ_MS : FUTEX_SLEEP_MS;
+        if (deadline) {
+            uint64_t now = now_ns();
+            if (now >= deadline)
+                return -ETIMEDOUT;
+            uint64_t left = (deadline - now + 999999ull) / 1000000ull;
+            if (left < (uint64_t)slice)
+                slice = (int)left;
+        }
+        /* Announce that we sleep, then re-check (the fence inside pairs with the broker's
+         * publish), so a record committed in between is never missed. */
+        struct pl_ipc_futex f, fsq;
+        int r = pl_ipc_ring_sleep_prepare_futex(&c->cq, 0, &f);
+        if (r != 0)
+            return r < 0 ? r : 0;
+        if (sq_need) {
+            (void)pthread_mutex_lock(&c->sq_lock);
+            r = pl_ipc_ring_sleep_prepare_futex(&c->sq, sq_need, &fsq);
+            (void)pthread_mutex_unlock(&c->sq_lock);
+            if (r != 0) {
+                pl_ipc_ring_sleep_finish(&c->cq);
+                return r < 0 ? r : 0;
+            }
+        }
+        int sr = pl_ipc_doorbell_futex_sleep(&f, slice);
+        pl_ipc_ring_sleep_finish(&c->cq);
+        if (sq_need) {
+            (void)pthread_mutex_lock(&c->sq_lock);
+            pl_ipc_ring_sleep_finish(&c->sq);
+            (void)pthread_mutex_unlock(&c->sq_lock);
+        }
+        if (sr < 0 && sr != -ETIMEDOUT && sr != -EINTR)
+            return sr;
+        r = ready(c, sq_need);
+        if (r != 0)
+            return r < 0 ? r : 0;
+        if (sr == 0)
+            continue; /* woken for something already taken, or stale: sleep again */
+        /* A whole slice without a wake-up: is the broker still there? */
+        struct pollfd p = {.fd = c->sock, .events = POLLRDHUP};
+        int n = poll(&p, 1, 0);
+        if (n > 0 && check_socket(c, p.revents) < 0) {
+            r = ready(c, sq_need); /* what it wrote before dying is still ours to read */
+            if (r != 0)
+                return r < 0 ? r : 0;
+            return -PL_ERR_GONE;
+        }
+    }
+}
+
 int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
     /* Our consumed space first: the broker may sleep waiting for exactly that room. */
     int r = pl_client_conn_release(c);
@@ -320,6 +380,9 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
     }
 
     uint64_t deadline = c->timeout_ms >= 0 ? start + (uint64_t)c->timeout_ms * 1000000ull : 0;
+    if (c->region.features & PL_IPC_FEATURE_FUTEX_WAKE)
+        return wait_futex(c, sq_need, c->timeout_ms >= 0 ? PL_MAX(deadline, 1) : 0);
+    /* A broker without futex wake-ups: sleep on our doorbell and the socket at once. */
     for (;;) {
         int timeout = -1;
         if (c->timeout_ms >= 0) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One libpicolm connection to picolmd (pl_client_conn_*): the SOCK_SEQPACKET socket, the
  * shared region with its two rings, the two doorbells, and the waiting policy (spin, then
- * sleep on the doorbell while watching the socket for the broker's death). It moves records;
- * libpicolm.c gives them meaning. Private to client/. */
+ * sleep on a futex or the doorbell while watching the socket for the broker's death). It
+ * moves records; libpicolm.c gives them meaning. Private to client/. */
 #ifndef PL_CLIENT_CONN_H
 #define PL_CLIENT_CONN_H
 
@@ -64,7 +64,9 @@ int pl_client_conn_release(struct pl_client_conn *c);
 
 /* Owner thread: wait until a completion record is available or, when sq_need > 0, the
  * submission ring has room for a record of sq_need payload bytes. Spins up to spin_ns, then
- * sleeps on the doorbell and the socket at once, so a dead broker is noticed at once.
+ * sleeps in FUTEX_WAIT on the completion ring (one syscall per sleep; bounded sleeps between
+ * which the socket is checked, so a dead broker is noticed within ~50 ms), or with a broker
+ * without futex wake-ups, in poll() on the doorbell and the socket at once.
  * Returns 0 (ready); -PL_ERR_GONE (the broker hung up and the completion ring is empty);
  * -ETIMEDOUT (timeout_ms passed); -PL_ERR_PROTOCOL; -errno. */
 int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need);
