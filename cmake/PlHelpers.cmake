@@ -35,7 +35,13 @@ function(pl_add_test)
     if(NOT T_LABELS)
         set(T_LABELS unit)
     endif()
+    # Sanitizer builds run several times slower: tests stretch their latency deadlines by
+    # PICOLM_TEST_TIME_SCALE (1 when unset), so Release keeps the real figures.
+    set(_pl_scale "")
+    if(PL_SANITIZE)
+        set(_pl_scale "PICOLM_TEST_TIME_SCALE=5;")
+    endif()
     set_tests_properties(${T_NAME} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${T_TIMEOUT}
         LABELS "${T_LABELS}"
-        ENVIRONMENT "PICOLM_TEST_DATA=${PICOLM_TEST_DATA};${T_ENV}")
+        ENVIRONMENT "PICOLM_TEST_DATA=${PICOLM_TEST_DATA};${_pl_scale}${T_ENV}")
 endfunction()
