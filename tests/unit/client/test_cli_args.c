@@ -110,6 +110,30 @@ static void test_errors_are_one_clear_line(void **state) {
     expect(parse(&v, e, 4, "-n", "1", "-n", "2"), e, -EINVAL, "-n: given more than once");
 }
 
+static void test_list_option_repeats_up_to_its_max(void **state) {
+    (void)state;
+    struct pl_cli_str_list stops = {0};
+    bool flag = false;
+    struct pl_cli_opt opts[] = {
+        {"stop", 0, PL_CLI_OPT_STR_LIST, &stops, 0, 3, false, false, "STR", "stop", false},
+        {"json", 0, PL_CLI_OPT_FLAG, &flag, 0, 0, false, false, NULL, "json", false},
+    };
+    char e[PL_CLI_ERR_LEN];
+    char *argv[] = {"--stop", "a", "--stop=b c", "--json", "--stop", "--x"};
+    assert_int_equal(pl_cli_args_parse(opts, 2, 6, argv, e, sizeof(e)), 0);
+    assert_int_equal(stops.n, 3);
+    assert_string_equal(stops.v[0], "a");
+    assert_string_equal(stops.v[1], "b c");
+    assert_string_equal(stops.v[2], "--x");
+    assert_true(flag);
+    struct pl_cli_str_list more = {0};
+    opts[0].dst = &more;
+    opts[0].seen = opts[1].seen = false;
+    char *argv2[] = {"--stop", "1", "--stop", "2", "--stop", "3", "--stop", "4"};
+    assert_int_equal(pl_cli_args_parse(opts, 1, 8, argv2, e, sizeof(e)), -EINVAL);
+    assert_string_equal(e, "--stop: at most 3 values");
+}
+
 static void test_parse_ids(void **state) {
     (void)state;
     int32_t *ids = NULL;
@@ -136,6 +160,7 @@ int main(void) {
         cmocka_unit_test(test_help_is_reported),
         cmocka_unit_test(test_errors_are_one_clear_line),
         cmocka_unit_test(test_parse_ids),
+        cmocka_unit_test(test_list_option_repeats_up_to_its_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
