@@ -115,6 +115,8 @@ static int do_policy(struct pl_daemon *d, int fd, resp_t *resp,
     }
     policy_describe(d, &path, &pt.loaded_unix_ns);
     pt.path = (char *)path;
+    pt.builtin = d->access.builtin;
+    pt.last_error = d->access.last_error;
     pt.text = d->access.builtin ? PL_DAEMON_ACCESS_BUILTIN : "";
     if (path[0]) {
         FILE *f = fopen(path, "re");

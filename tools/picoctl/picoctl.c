@@ -525,6 +525,8 @@ static int cmd_policy(const struct opts *o, int argc, char **argv) {
         pl_jw_bool(&w, "reloaded", reload);
         pl_jw_str(&w, "path", p ? p->path : "");
         pl_jw_u64(&w, "loaded_unix_ns", p ? p->loaded_unix_ns : 0);
+        pl_jw_bool(&w, "builtin", p ? p->builtin : false);
+        pl_jw_str(&w, "last_error", p ? p->last_error : "");
         pl_jw_str(&w, "text", p ? p->text : "");
         pl_jw_obj_end(&w);
         r = finish_json(&w);
@@ -533,6 +535,10 @@ static int cmd_policy(const struct opts *o, int argc, char **argv) {
             printf("reloaded %s\n", p->path[0] ? p->path : "(no file)");
         printf("# %s, loaded %s\n", p->path[0] ? p->path : "(built in / no file)",
                human_time(p->loaded_unix_ns, b1, sizeof(b1)));
+        if (p->last_error[0])
+            printf("# the last reload FAILED, the policy in force is older than this file:\n"
+                   "#   %s\n",
+                   p->last_error);
         if (!reload) {
             (void)fputs(p->text, stdout);
             if (p->text[0] && p->text[strlen(p->text) - 1] != '\n')
