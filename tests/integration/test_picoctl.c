@@ -59,6 +59,13 @@ static const struct pl_json *session_of(const struct pl_json *doc, pid_t pid);
 /* The daemon of the running test, stopped by the teardown when an assertion left early. */
 static struct daemon *current;
 
+/* Sanitizer builds run slower: they set PICOLM_TEST_TIME_SCALE (e.g. 5) for every wait. */
+static int scale(int ms) {
+    const char *e = getenv("PICOLM_TEST_TIME_SCALE");
+    int k = e ? atoi(e) : 1;
+    return ms * (k > 0 && k <= 100 ? k : 1);
+}
+
 static uint64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,6 +89,9 @@ struct ctl {
     char err[8192];
     size_t n_err;
 };
+
+/* Output buffers of picoctl runs (static: a failed assertion must not leak them). */
+static struct ctl ctl_main, ctl_start;
 
 /* Run picoctl with args (NULL-terminated); as_nobody: in a child that switched to uid/gid
  * 65534 first. */
@@ -115,7 +125,7 @@ static void run_ctl(struct ctl *c, bool as_nobody, const char *const *args) {
     struct pollfd p[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
     int open_fds = 2;
     while (open_fds > 0) {
-        assert_true(poll(p, 2, 20000) > 0);
+        assert_true(poll(p, 2, scale(20000)) > 0);
         for (int k = 0; k < 2; k++) {
             if (p[k].fd < 0 || !(p[k].revents & (POLLIN | POLLHUP)))
                 continue;
@@ -220,20 +230,18 @@ static void daemon_start(struct daemon *d) {
         _exit(127);
     }
     current = d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_start;
     assert_non_null(c);
     for (int i = 0; i < 500; i++) {
         const char *a[] = {"--socket", d->admin, "status", NULL};
         if (access(d->admin, F_OK) == 0) {
             run_ctl(c, false, a);
             if (c->status == 0) {
-                free(c);
                 return;
             }
         }
         usleep(10000);
     }
-    free(c);
     fail_msg("picolmd did not come up");
 }
 
@@ -272,7 +280,7 @@ static void cleanup_dirs(struct daemon *d) {
 
 static int daemon_stop(struct daemon *d) {
     kill(d->pid, SIGTERM);
-    int code = daemon_wait(d, 20000);
+    int code = daemon_wait(d, scale(20000));
     cleanup_dirs(d);
     current = NULL;
     return code;
@@ -290,7 +298,7 @@ static int teardown(void **state) {
 
 /* Poll `sessions --json` until the session of pid has generated a token. */
 static void wait_tokens_flow(struct ctl *c, const struct daemon *d, pid_t pid) {
-    uint64_t end = now_ms() + 10000;
+    uint64_t end = now_ms() + (uint64_t)scale(10000);
     for (;;) {
         struct pl_json *j = ctl_json(c, d, "sessions", NULL);
         const struct pl_json *s = session_of(j, pid);
@@ -402,7 +410,7 @@ static void client_start(struct client *c, const struct daemon *d, enum client_m
 
 static void client_read(struct client *c, struct client_report *r) {
     struct pollfd p = {.fd = c->res_fd, .events = POLLIN};
-    assert_int_equal(poll(&p, 1, 30000), 1);
+    assert_int_equal(poll(&p, 1, scale(30000)), 1);
     assert_int_equal(read(c->res_fd, r, sizeof(*r)), sizeof(*r));
 }
 
@@ -427,7 +435,7 @@ static const struct pl_json *session_of(const struct pl_json *doc, pid_t pid) {
 
 /* Poll `sessions --json` until no session is listed. */
 static void wait_no_sessions(struct ctl *c, const struct daemon *d) {
-    uint64_t end = now_ms() + 5000;
+    uint64_t end = now_ms() + (uint64_t)scale(5000);
     for (;;) {
         struct pl_json *j = ctl_json(c, d, "sessions", NULL);
         size_t n = pl_json_get(j, "sessions")->n;
@@ -648,7 +656,7 @@ static const char *prompts_b[] = {"One day, a big", "Tom and Sue went"};
 
 static void test_status_json(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     struct stat st;
     assert_non_null(c);
     uint64_t t0 = (uint64_t)time(NULL);
@@ -699,13 +707,12 @@ static void test_status_json(void **state) {
     assert_int_equal(c->status, 0);
     assert_non_null(strstr(c->out, "KV pool"));
     assert_non_null(strstr(c->out, d.policy));
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_sessions_and_stats_match_clients(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     struct client ca, cb;
     struct client_report ra, rb;
     assert_non_null(c);
@@ -804,13 +811,12 @@ static void test_sessions_and_stats_match_clients(void **state) {
     assert_int_equal(c->status, 0);
     assert_non_null(strstr(c->out, "tokens_out"));
     assert_non_null(strstr(c->out, "ttft_ns"));
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_prometheus_output_and_textfile(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     struct client ca;
     struct client_report ra;
     struct prom p;
@@ -843,7 +849,7 @@ static void test_prometheus_output_and_textfile(void **state) {
     prom_free(&p);
 
     /* The textfile: written every second, same format, same counts. */
-    uint64_t end = now_ms() + 5000;
+    uint64_t end = now_ms() + (uint64_t)scale(5000);
     for (;;) {
         FILE *f = fopen(d.prom, "r");
         bool ok = false;
@@ -867,13 +873,12 @@ static void test_prometheus_output_and_textfile(void **state) {
             fail_msg("the metrics textfile %s did not show the requests", d.prom);
         usleep(100000);
     }
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_kill_tells_the_client_why(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     struct client cl, idle;
     struct client_report r, ri;
     const char *long_prompt[] = {"Once upon a time"};
@@ -911,7 +916,7 @@ static void test_kill_tells_the_client_why(void **state) {
         pl_json_free(j);
     }
     /* The broker tells the client, then closes: give it the grace of a few ticks. */
-    usleep(500000);
+    usleep((useconds_t)scale(500) * 1000);
     assert_int_equal(write(idle.go_fd, "c", 1), 1);
     client_read(&idle, &ri);
     assert_true(ri.status != PICOLM_OK);
@@ -930,13 +935,12 @@ static void test_kill_tells_the_client_why(void **state) {
     assert_non_null(strstr(c->err, "no session 999999"));
     CTL(c, &d, "kill", "--uid", "4242");
     assert_int_equal(c->status, 1);
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_policy_show_and_reload(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     char text[1024];
     assert_non_null(c);
     daemon_start(&d);
@@ -971,13 +975,12 @@ static void test_policy_show_and_reload(void **state) {
     j = ctl_json(c, &d, "policy", "show");
     assert_true(strlen(str(j, "last_error")) > 0);
     pl_json_free(j);
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_model_info(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     assert_non_null(c);
     daemon_start(&d);
     struct pl_json *j = ctl_json(c, &d, "model", "info");
@@ -991,13 +994,12 @@ static void test_model_info(void **state) {
     CTL(c, &d, "model", "info");
     assert_int_equal(c->status, 0);
     assert_non_null(strstr(c->out, "general.architecture"));
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_top_json_refreshes(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     assert_non_null(c);
     daemon_start(&d);
     const char *a[] = {"--socket", d.admin, "--json", "top", "--iterations", "2",
@@ -1016,19 +1018,18 @@ static void test_top_json_refreshes(void **state) {
         assert_non_null(pl_json_get(pl_json_get(j, "stats"), "counters"));
         pl_json_free(j);
     }
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
 static void test_drain_finishes_running_work(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     struct client cl;
     struct client_report r;
     const char *long_prompt[] = {"Once upon a time"};
     assert_non_null(c);
     daemon_start(&d);
-    client_start(&cl, &d, CLIENT_LONG_GENERATE, long_prompt, 1, 1500);
+    client_start(&cl, &d, CLIENT_LONG_GENERATE, long_prompt, 1, 400);
     client_read(&cl, &r);
     assert_int_equal(r.status, PICOLM_OK);
     wait_tokens_flow(c, &d, cl.pid);
@@ -1041,17 +1042,16 @@ static void test_drain_finishes_running_work(void **state) {
     /* ...but the running request completes, and the daemon exits 0. */
     client_read(&cl, &r);
     assert_int_equal(r.status, PICOLM_OK);
-    assert_int_equal(r.generated, 1500);
+    assert_int_equal(r.generated, 400);
     client_finish(&cl, 'q');
-    assert_int_equal(daemon_wait(&d, 20000), 0);
+    assert_int_equal(daemon_wait(&d, scale(20000)), 0);
     cleanup_dirs(&d);
     current = NULL;
-    free(c);
 }
 
 static void test_errors_have_exit_statuses(void **state) {
     struct daemon d;
-    struct ctl *c = malloc(sizeof(*c));
+    struct ctl *c = &ctl_main;
     assert_non_null(c);
 
     /* Unreachable: 3, with a message naming the socket. */
@@ -1094,7 +1094,6 @@ static void test_errors_have_exit_statuses(void **state) {
         assert_true(c->status == 3 || c->status == 1);
         assert_non_null(strstr(c->err, "permission denied"));
     }
-    free(c);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
