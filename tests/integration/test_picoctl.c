@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <math.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -220,7 +221,13 @@ static void daemon_start(struct daemon *d) {
     const char *args[] = {PICOLMD,   "--model",   model_path, "--socket-dir",       d->dir,
                           "--foreground", "--ctx", "2048",   "--log-level",        "warn",
                           "--policy", d->policy, "--metrics-file", d->prom, "--metrics-interval",
-                          "1",        NULL};
+                          "1",        NULL,      NULL,     NULL};
+    /* Started as root, picolmd serves as the user "picolm"; where the packaging did not
+     * create it, as nobody (the same drop and filter). */
+    if (geteuid() == 0 && !getpwnam("picolm")) {
+        args[16] = "--user";
+        args[17] = "nobody";
+    }
     d->pid = fork();
     assert_true(d->pid >= 0);
     if (d->pid == 0) {
