@@ -46,6 +46,7 @@
 #define E_UNSUPPORTED PICOLM__V1__ERROR_CODE__ERROR_CODE_UNSUPPORTED
 #define E_DENIED PICOLM__V1__ERROR_CODE__ERROR_CODE_PERMISSION_DENIED
 #define E_UNKNOWN PICOLM__V1__ERROR_CODE__ERROR_CODE_UNKNOWN_REQUEST
+#define E_EXHAUSTED PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED
 
 typedef Picolm__Admin__V1__AdminResponse resp_t;
 
@@ -71,8 +72,20 @@ static int send_resp(int fd, const resp_t *resp) {
     ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     int r = n == (ssize_t)len ? 0 : (n < 0 ? -errno : -EIO);
     free(buf);
-    if (r == -EMSGSIZE)
-        pl_log_warn("admin reply of %zu bytes is larger than the socket allows", len);
+    if (r == -EMSGSIZE && resp->error_code == 0) {
+        /* One datagram per answer: say why instead of leaving picoctl to time out. */
+        char msg[160];
+        resp_t e = PICOLM__ADMIN__V1__ADMIN_RESPONSE__INIT;
+        (void)snprintf(msg, sizeof(msg),
+                       "the answer (%zu bytes) is larger than one admin datagram may be "
+                       "(socket buffer, net.core.wmem_max)",
+                       len);
+        pl_log_warn("admin: %s", msg);
+        e.request_id = resp->request_id;
+        e.error_code = E_EXHAUSTED;
+        e.error_message = msg;
+        return send_resp(fd, &e);
+    }
     return r;
 }
 
