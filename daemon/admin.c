@@ -192,7 +192,8 @@ static void quant_mix(const struct pl_gguf *g, char *out, size_t cap) {
             break;
         const struct pl_type_info *ti = pl_type_info(best);
         int n = snprintf(out + len, cap - len, "%s%s %.1f%%", len ? ", " : "",
-                         ti && ti->name ? ti->name : "?", 100.0 * (double)bytes[best] / (double)total);
+                         ti && ti->name ? ti->name : "?",
+                         100.0 * (double)bytes[best] / (double)total);
         if (n < 0 || (size_t)n >= cap - len)
             break;
         len += (size_t)n;

@@ -37,7 +37,8 @@ int pl_ctl_admin_open(struct pl_ctl_admin *a, const char *path, int timeout_ms,
     a->next_id = 1;
     if (!path[0] || strlen(path) >= sizeof(sa.sun_path))
         return fail(PL_CTL_FAIL_UNREACHABLE, ret_fail, err, err_len,
-                    "cannot reach picolmd: '%s' is not a usable socket path (%s)", path, strerror(ENAMETOOLONG));
+                    "cannot reach picolmd: '%s' is not a usable socket path (%s)", path,
+                    strerror(ENAMETOOLONG));
     (void)snprintf(a->path, sizeof(a->path), "%s", path);
     memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -53,7 +54,8 @@ int pl_ctl_admin_open(struct pl_ctl_admin *a, const char *path, int timeout_ms,
                         "admin_group",
                         path, strerror(e));
         return fail(PL_CTL_FAIL_UNREACHABLE, ret_fail, err, err_len,
-                    "cannot reach picolmd at %s: %s (is picolmd running? see --socket)", path, strerror(e));
+                    "cannot reach picolmd at %s: %s (is picolmd running? see --socket)", path,
+                    strerror(e));
     }
     a->fd = fd;
     return 0;
@@ -98,7 +100,8 @@ int pl_ctl_admin_call(struct pl_ctl_admin *a, Picolm__Admin__V1__AdminRequest *r
         return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len,
                     "picolmd at %s did not answer in time (%s)", a->path, strerror(ETIMEDOUT));
     if (pr < 0)
-        return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "poll on %s: %s", a->path, strerror(errno));
+        return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "poll on %s: %s", a->path,
+                    strerror(errno));
     uint8_t probe;
     n = recv(a->fd, &probe, 1, MSG_PEEK | MSG_TRUNC);
     if (n == 0 || (n < 0 && errno == ECONNRESET))
@@ -107,7 +110,8 @@ int pl_ctl_admin_call(struct pl_ctl_admin *a, Picolm__Admin__V1__AdminRequest *r
                     "denied (root or the policy's admin_group only), or it is shutting down (%s)",
                     a->path, strerror(ECONNRESET));
     if (n < 0)
-        return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "cannot read from %s: %s", a->path, strerror(errno));
+        return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "cannot read from %s: %s", a->path,
+                    strerror(errno));
     if ((size_t)n > MAX_ANSWER)
         return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "answer from %s too large (%s)",
                     a->path, strerror(EMSGSIZE));
@@ -117,7 +121,8 @@ int pl_ctl_admin_call(struct pl_ctl_admin *a, Picolm__Admin__V1__AdminRequest *r
         return fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "%s: %s", "picoctl", strerror(ENOMEM));
     n = recv(a->fd, buf, cap, 0);
     if (n != (ssize_t)cap) {
-        (void)fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "short answer from %s: %s", a->path, strerror(n < 0 ? errno : EIO));
+        (void)fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "short answer from %s: %s", a->path,
+                    strerror(n < 0 ? errno : EIO));
         goto out;
     }
     Picolm__Admin__V1__AdminResponse *resp =

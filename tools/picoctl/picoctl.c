@@ -784,7 +784,8 @@ static int cmd_top(const struct opts *o) {
             cur[i] = (struct seen){e->id, e->tokens_out, now};
             rates[i] = e->tokens_per_s;
             for (size_t k = 0; k < n_prev; k++)
-                if (prev[k].id == e->id && now > prev[k].t_ns && e->tokens_out >= prev[k].tokens_out)
+                if (prev[k].id == e->id && now > prev[k].t_ns &&
+                    e->tokens_out >= prev[k].tokens_out)
                     rates[i] = (double)(e->tokens_out - prev[k].tokens_out) * 1e9 /
                                (double)(now - prev[k].t_ns);
         }
@@ -832,9 +833,9 @@ static int cmd_top(const struct opts *o) {
         if (r)
             break;
         if (o->iterations == 0 || it + 1 < o->iterations) {
-            struct timespec ts = {.tv_sec = (time_t)o->interval_s,
-                                  .tv_nsec = (long)((o->interval_s - (double)(time_t)o->interval_s) *
-                                                    1e9)};
+            double whole = (double)(time_t)o->interval_s;
+            struct timespec ts = {.tv_sec = (time_t)whole,
+                                  .tv_nsec = (long)((o->interval_s - whole) * 1e9)};
             while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                 ;
         }
