@@ -328,7 +328,14 @@ static void test_thousand_connect_cycles_leak_nothing(void **state) {
     unsigned fd1 = count_fds(d.pid);
     long rss1 = rss_kb(d.pid);
     assert_int_equal(fd1, fd0);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan keeps freed blocks resident in its quarantine (up to 256 MB): RSS says nothing
+     * here; the fd count above still holds. */
+    (void)rss0;
+    (void)rss1;
+#else
     assert_true(rss1 - rss0 < 2048);
+#endif
     assert_int_equal(daemon_stop(&d), 0);
 }
 
