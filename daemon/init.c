@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "metrics_file.h"
+#include "prefix_cache.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/pl_err.h"
@@ -357,11 +358,21 @@ int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gi
         pl_log_info("not started as root: running as uid %u without a user switch",
                     (unsigned)geteuid());
     }
+    /* The prefix cache directory was made by root: the service user writes it from now on. */
+    int pfd = pl_daemon_pcache_persist_fd();
+    if (drop && pfd >= 0 && fchown(pfd, plan.uid, plan.gid) < 0)
+        pl_log_warn("cannot give the prefix cache directory to uid %u: %s; it stays read-only",
+                    (unsigned)plan.uid, strerror(errno));
     if (cfg->no_seccomp) {
         pl_log_warn("--no-seccomp: the broker runs WITHOUT its system call filter "
                     "(development only)");
     } else if ((r = pl_policy_seccomp_broker(&filter)) < 0) {
         return set_err(err, err_len, r, "cannot build the seccomp filter: %s", pl_strerror(r));
+    } else if ((r = pl_daemon_pcache_seccomp(filter)) < 0) {
+        seccomp_release(filter);
+        return set_err(err, err_len, r,
+                       "cannot allow the prefix cache directory in the seccomp filter: %s",
+                       pl_strerror(r));
     } else if ((r = pl_daemon_metrics_file_seccomp(filter)) < 0) {
         seccomp_release(filter);
         return set_err(err, err_len, r, "cannot allow the metrics file in the seccomp filter: %s",

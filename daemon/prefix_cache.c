@@ -5,6 +5,7 @@
 #include "prefix_cache.h"
 
 #include <dirent.h>
+#include <seccomp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -62,6 +63,45 @@ struct pl_daemon_pcache {
     size_t block_bytes;
     struct pl_daemon_pcache_stats st;
 };
+
+/* The persistence directory of the live cache, for the lockdown (one cache per broker). */
+static int persist_dir_fd = -1;
+
+int pl_daemon_pcache_persist_fd(void) {
+    return persist_dir_fd;
+}
+
+/* Allow syscall name when its argument a (and b, unless b < 0) is the directory fd. */
+static int allow_at(scmp_filter_ctx f, const char *name, int a, int b, int fd) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR)
+        return 0; /* not on this architecture */
+    if (b < 0)
+        return seccomp_rule_add(f, SCMP_ACT_ALLOW, nr, 1,
+                                SCMP_CMP((unsigned)a, SCMP_CMP_EQ, (scmp_datum_t)fd));
+    return seccomp_rule_add(f, SCMP_ACT_ALLOW, nr, 2,
+                            SCMP_CMP((unsigned)a, SCMP_CMP_EQ, (scmp_datum_t)fd),
+                            SCMP_CMP((unsigned)b, SCMP_CMP_EQ, (scmp_datum_t)fd));
+}
+
+int pl_daemon_pcache_seccomp(void *filter) {
+    int fd = persist_dir_fd, r;
+    if (fd < 0 || !filter)
+        return 0;
+    /* openat(dir, "NAME.tmp", O_WRONLY|O_CREAT|O_TRUNC): a chain file being written. */
+    if ((r = allow_at(filter, "openat", 0, -1, fd)) < 0)
+        return r;
+    /* renameat(dir, tmp, dir, name): publish it (renameat2 where libc uses it). */
+    if ((r = allow_at(filter, "renameat", 0, 2, fd)) < 0 ||
+        (r = allow_at(filter, "renameat2", 0, 2, fd)) < 0)
+        return r;
+    /* unlinkat(dir, name): evicted chains and failed temporaries. */
+    if ((r = allow_at(filter, "unlinkat", 0, -1, fd)) < 0)
+        return r;
+    /* fdatasync(file): the chain is on disk before the rename makes it visible. */
+    int nr = seccomp_syscall_resolve_name("fdatasync");
+    return nr == __NR_SCMP_ERROR ? 0 : seccomp_rule_add(filter, SCMP_ACT_ALLOW, nr, 0);
+}
 
 /* ---- Hashing ---- */
 
@@ -568,6 +608,7 @@ int pl_daemon_pcache_new(struct pl_ctx *ctx, const struct pl_model *m, uint32_t 
             pl_daemon_pcache_free(pc);
             return r;
         }
+        persist_dir_fd = pc->dir_fd;
     }
     *ret = pc;
     return 0;
@@ -582,6 +623,8 @@ void pl_daemon_pcache_free(struct pl_daemon_pcache *pc) {
             if (pc->nodes[i].used)
                 pl_ctx_kv_block_unref(pc->ctx, pc->nodes[i].block);
     }
+    if (persist_dir_fd == pc->dir_fd)
+        persist_dir_fd = -1;
     pl_close_fd(&pc->dir_fd);
     free(pc->nodes);
     free(pc->buckets);

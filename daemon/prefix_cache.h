@@ -39,6 +39,12 @@ int pl_daemon_pcache_new(struct pl_ctx *ctx, const struct pl_model *m, uint32_t 
 /* Save what is not saved yet, drop every reference, free. NULL is fine. */
 void pl_daemon_pcache_free(struct pl_daemon_pcache *pc);
 
+/* The live cache's persistence directory fd (-1: none), for the broker's lockdown: it is
+ * handed to the service user (fchown) and confined by pl_daemon_pcache_seccomp(), which adds
+ * rules allowing file creation, renames and unlinks relative to that fd only. */
+int pl_daemon_pcache_persist_fd(void);
+int pl_daemon_pcache_seccomp(void *scmp_filter);
+
 /* Load every valid chain file of the directory while the cache has room. Files that do not
  * validate are skipped (counted in files_rejected). Returns the blocks loaded. */
 uint32_t pl_daemon_pcache_load(struct pl_daemon_pcache *pc);
