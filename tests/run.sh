@@ -24,6 +24,14 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# As root, picolmd drops to the 'picolm' service user, which the package creates
+# (packaging/sysusers.d); a fresh machine has none, so make it as the package would.
+if [ "$(id -u)" = 0 ] && ! getent passwd picolm >/dev/null; then
+    echo "== creating the picolm system user (as packaging/sysusers.d/picolm.conf does)"
+    useradd --system --user-group --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin picolm
+fi
+
 jobs=${PL_JOBS:-$(nproc)}
 data=${PICOLM_TEST_DATA:-$(cd .. && pwd)/shared}
 export PICOLM_TEST_DATA="$data"
