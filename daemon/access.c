@@ -65,6 +65,7 @@ int pl_daemon_access_init(struct pl_daemon_access *a, const char *path, uint32_t
                           char *err, size_t err_len) {
     memset(a, 0, sizeof(*a));
     a->path_explicit = path && path[0];
+    a->owner_uid = (uint32_t)geteuid();
     (void)snprintf(a->path, sizeof(a->path), "%s", a->path_explicit ? path : PL_POLICY_DEFAULT_PATH);
     /* Every open session holds one entry; the rest keep the buckets of recent uids, so that
      * reconnecting does not refill a bucket. */
@@ -323,9 +324,10 @@ int pl_daemon_access_admin_check(struct pl_daemon_access *a, int fd, uint64_t no
         return -errno;
     if (len != sizeof(cred))
         return -EPROTO;
-    /* The broker's own uid may administer it: an unprivileged broker (the tour, a user
-     * service) has no other admin, and that uid can signal it anyway. */
-    if (cred.uid == geteuid())
+    /* The uid that started the broker may administer it: an unprivileged broker (the tour,
+     * a user service) has no other admin, and that uid can signal it anyway. (Root is an
+     * admin by the policy; the service user a root broker drops to is not.) */
+    if (cred.uid == a->owner_uid)
         return 0;
     size_t n_groups = peer_groups(a, fd);
     int r = pl_policy_match_admin(a->policy, cred.uid, cred.gid, a->groups, n_groups);

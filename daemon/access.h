@@ -41,6 +41,7 @@ struct pl_daemon_access {
     uint32_t n_users;              /* capacity */
     uint32_t *groups;              /* [PL_POLICY_MAX_GROUPS] SO_PEERGROUPS scratch */
     struct pl_policy_ratelimit admin_rl;
+    uint32_t owner_uid;            /* euid at start-up, before any privilege drop */
 };
 
 /* Built-in policy used when the default file is missing: everyone is allowed, with no
