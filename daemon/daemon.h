@@ -62,6 +62,13 @@ void pl_daemon_event_loop_drain(struct pl_daemon *d, const char *why);
 void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_session *s,
                                        const char *why);
 
+/* s's submission ring is empty: announce that we sleep (NEED_WAKEUP, re-check) and queue the
+ * io_uring wait for the client's wake-up (a futex wait on the ring's producer index, or where
+ * io_uring has none, a read of the broker doorbell), unless one is queued already. Never a
+ * plain syscall on a client-shared fd. Returns like pl_ipc_ring_sleep_prepare(): 0 (sleeping),
+ * 1 (records arrived: the caller clears the flag and reads on) or < 0 (broken ring). */
+int pl_daemon_event_loop_sq_sleep(struct pl_daemon *d, struct pl_daemon_session *s);
+
 /* Read and handle every record queued in s's submission ring (dispatch.c). Returns 0, or a
  * negative code when the client broke the protocol (the caller ends the session). */
 int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s);

@@ -494,11 +494,12 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
          * payload into our private buffer before we look at it. */
         int r = pl_ipc_ring_read(&s->sq, s->rx, PL_DAEMON_MAX_RECORD, &type, &len);
         if (r == 0) {
-            /* Empty: publish what we freed (ringing a client that waits for space), then
-             * ask for a doorbell and re-check so no submission is missed. */
-            if (pl_ipc_doorbell_notify(&s->sq, s->db_client) < 0)
+            /* Empty: publish what we freed (waking a client that waits for space; FUTEX_WAKE
+             * only, never its eventfd), then announce our sleep, re-check so no submission
+             * is missed, and queue the io_uring wait for the client's wake-up. */
+            if (pl_ipc_doorbell_notify_futex(&s->sq) < 0)
                 return protocol_error(d, s, "broken submission ring", 0, 0);
-            r = pl_ipc_ring_sleep_prepare(&s->sq, 0);
+            r = pl_daemon_event_loop_sq_sleep(d, s);
             if (r == 0)
                 break;
             if (r < 0)
@@ -520,7 +521,7 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
             return r;
     }
     /* Publish consumption now so a client blocked on a full ring moves on. */
-    if (pl_ipc_doorbell_notify(&s->sq, s->db_client) < 0)
+    if (pl_ipc_doorbell_notify_futex(&s->sq) < 0)
         return protocol_error(d, s, "broken submission ring", 0, 0);
     return 0;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The event thread: one io_uring (pl_ipc_uring) waits on the client and admin listening
- * sockets, handshakes, every session's doorbell and hang-up, admin connections, a signalfd
- * (SIGTERM/SIGINT drain, SIGHUP reload) and the scheduler's notice eventfd; a 100 ms wait
- * timeout drives the timers (handshake deadline, drain). Single-threaded; owns the session
- * table. */
+ * sockets, handshakes, every session's wake-ups (futex waits on its ring indices, or reads of
+ * its doorbell: never a plain syscall on a client-shared fd) and hang-up, admin connections,
+ * a signalfd (SIGTERM/SIGINT drain, SIGHUP reload) and the scheduler's notice eventfd; a
+ * 100 ms wait timeout drives the timers (handshake deadline, drain). Single-threaded; owns the
+ * session table. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,6 +34,7 @@ enum tag_kind {
     T_HUP,
     T_DOORBELL,
     T_ADMIN_CONN,
+    T_CQWAIT, /* futex wait on a completion ring's consumer index, for the scheduler */
 };
 
 #define TICK_MS 100
@@ -58,10 +60,13 @@ static void arm(struct pl_daemon *d, int fd, uint32_t mask, uint64_t t, bool mul
 
 /* ---- Sessions ---- */
 
+static int arm_doorbell_read(struct pl_daemon *d, struct pl_daemon_session *s);
+
 static void cancel_session_polls(struct pl_daemon *d, struct pl_daemon_session *s) {
     (void)pl_ipc_uring_cancel(d->uring, tag(T_HANDSHAKE, s->gen, s->slot));
     (void)pl_ipc_uring_cancel(d->uring, tag(T_HUP, s->gen, s->slot));
     (void)pl_ipc_uring_cancel(d->uring, tag(T_DOORBELL, s->gen, s->slot));
+    (void)pl_ipc_uring_cancel(d->uring, tag(T_CQWAIT, s->gen, s->slot));
 }
 
 void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_session *s,
@@ -133,6 +138,14 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
         return;
     }
     s->peer = peer;
+    if (hello.abi_minor < 1) {
+        /* Minor-0 clients sleep on their eventfd doorbell only, and the broker never writes
+         * an eventfd a client shares (the client can make it blocking): it wakes clients
+         * with FUTEX_WAKE, which they honour from minor 1 on. */
+        (void)pl_ipc_handshake_send_reject(s->sock, PL_IPC_WELCOME_VERSION);
+        pl_daemon_event_loop_kill_session(d, s, "client speaks ABI minor 0 (minor 1 needed)");
+        return;
+    }
     /* The policy decides on the kernel's identity of the peer (SO_PEERCRED, SO_PEERGROUPS). */
     char why[160];
     r = pl_daemon_access_admit(&d->access, s, pl_daemon_now_ns(), why, sizeof(why));
@@ -152,6 +165,7 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
         pl_daemon_event_loop_kill_session(d, s, "setup failed");
         return;
     }
+    s->futex_waits = pl_ipc_uring_has_futex_wait(d->uring);
     r = pl_ipc_handshake_send_welcome(s->sock, s->id, s->reg.bytes, s->reg.fd, s->db_broker,
                                       s->db_client);
     if (r < 0) {
@@ -163,20 +177,113 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
     pl_log_debug("session %llu: open (pid %d uid %u)", (unsigned long long)s->id,
                  (int)s->peer.pid, s->peer.uid);
     arm(d, s->sock, POLLRDHUP, tag(T_HUP, s->gen, s->slot), false);
-    arm(d, s->db_broker, POLLIN, tag(T_DOORBELL, s->gen, s->slot), true);
-}
-
-static void on_doorbell(struct pl_daemon *d, struct pl_daemon_session *s,
-                        const struct pl_ipc_uring_event *ev) {
-    (void)pl_ipc_doorbell_drain(s->db_broker);
-    if (!(ev->flags & PL_IPC_URING_EV_MORE))
-        arm(d, s->db_broker, POLLIN, tag(T_DOORBELL, s->gen, s->slot), true);
-    /* A doorbell also means "I freed completion space": the scheduler may wait for it. */
-    pl_daemon_sched_kick(d->sched);
-    if (s->sq_paused || s->kill_pending) /* kill_pending: picoctl kill, no new work */
+    if (!s->futex_waits && arm_doorbell_read(d, s) < 0) {
+        pl_daemon_event_loop_kill_session(d, s, "cannot wait for the client");
         return;
+    }
+    /* Announce our first sleep on the submission ring (or read what came already). */
     if (pl_daemon_dispatch_session(d, s) < 0)
         pl_daemon_event_loop_kill_session(d, s, "protocol violation");
+}
+
+/* ---- Waiting for clients ----
+ *
+ * The broker never makes a syscall on an fd it shares with a client: the client owns half of
+ * each eventfd's open file description, so it can clear O_NONBLOCK and then saturate or drain
+ * the counter, and a plain write(2) or read(2) from a broker thread would block that thread,
+ * and every other client with it. So clients are woken with FUTEX_WAKE on a ring index word
+ * (pl_ipc_doorbell_notify_futex), and the broker waits for them through io_uring, whose
+ * requests never block the submitting thread: a futex wait on the submission ring's producer
+ * index (IORING_OP_FUTEX_WAIT), or where the kernel lacks it, a read of the broker doorbell.
+ * One wait is queued per session and direction at most and re-queued only after it completed,
+ * so a flood of wake-ups from a client costs one completion per re-arm: it coalesces. */
+
+/* Doorbell mode: the read stays queued for the session's life (re-queued at each completion),
+ * since it also carries the client's "completion space freed" wake-ups for the scheduler. */
+static int arm_doorbell_read(struct pl_daemon *d, struct pl_daemon_session *s) {
+    int r = pl_ipc_uring_read(d->uring, s->db_broker, &s->db_buf, sizeof(s->db_buf),
+                              tag(T_DOORBELL, s->gen, s->slot));
+    if (r < 0)
+        pl_log_err("session %llu: cannot queue a doorbell read: %s", (unsigned long long)s->id,
+                   pl_strerror(r));
+    s->sq_wait_armed = r == 0;
+    return r;
+}
+
+int pl_daemon_event_loop_sq_sleep(struct pl_daemon *d, struct pl_daemon_session *s) {
+    if (!s->futex_waits)
+        return pl_ipc_ring_sleep_prepare(&s->sq, 0); /* the doorbell read is always queued */
+    struct pl_ipc_futex f;
+    int r = pl_ipc_ring_sleep_prepare_futex(&s->sq, 0, &f);
+    /* A queued wait serves this sleep too: it returns at once if the producer index moved
+     * since it was queued, and otherwise the client's wake-up for this sleep reaches it. */
+    if (r != 0 || s->sq_wait_armed)
+        return r;
+    r = pl_ipc_uring_futex_wait(d->uring, &f, tag(T_DOORBELL, s->gen, s->slot));
+    if (r < 0)
+        return pl_log_err_errno(r, "session %llu: cannot queue a futex wait",
+                                (unsigned long long)s->id);
+    s->sq_wait_armed = true;
+    return 0;
+}
+
+/* The client woke us (or a doorbell read / futex wait of its session ended). */
+static void on_doorbell(struct pl_daemon *d, struct pl_daemon_session *s,
+                        const struct pl_ipc_uring_event *ev) {
+    s->sq_wait_armed = false;
+    /* Futex wait: 0 (woken) or -EAGAIN (the index had moved); doorbell read: 8 bytes. -EINTR
+     * and -EAGAIN are spurious. Anything else: we can no longer wait for this client. */
+    bool woke = s->futex_waits ? ev->res == 0 : ev->res == (int32_t)sizeof(s->db_buf);
+    if (!woke && ev->res != -EAGAIN && ev->res != -EINTR) {
+        pl_log_warn("session %llu: waiting for the client failed: %s; ending the session",
+                    (unsigned long long)s->id, pl_strerror(ev->res));
+        pl_daemon_event_loop_kill_session(d, s, "cannot wait for the client");
+        return;
+    }
+    if (!s->futex_waits) {
+        if (arm_doorbell_read(d, s) < 0) {
+            pl_daemon_event_loop_kill_session(d, s, "cannot wait for the client");
+            return;
+        }
+        /* A doorbell also means "I freed completion space": the scheduler may wait for it. */
+        pl_daemon_sched_kick(d->sched);
+    }
+    if (s->sq_paused || s->kill_pending) /* kill_pending: picoctl kill, no new work */
+        return; /* futex mode: the dispatch after OUTBOX_FREED queues the next wait */
+    if (pl_daemon_dispatch_session(d, s) < 0)
+        pl_daemon_event_loop_kill_session(d, s, "protocol violation");
+}
+
+/* Futex mode: the scheduler sleeps until the client frees completion space (CQ_WAIT notice,
+ * with the consumer index it saw). */
+static void arm_cq_wait(struct pl_daemon *d, struct pl_daemon_session *s, uint32_t seen) {
+    if (s->cq_wait_armed)
+        return; /* that wait is woken by the client's next wake-up as well */
+    /* The word lies in the region, which stays mapped until the session is closed; the wait
+     * is cancelled when the session is killed, before that. */
+    struct pl_ipc_ring_ctrl *ctrl = (struct pl_ipc_ring_ctrl *)(void *)(s->reg.base +
+                                                                          s->reg.cq.ctrl_offset);
+    struct pl_ipc_futex f = {.word = &ctrl->cons, .val = seen};
+    int r = pl_ipc_uring_futex_wait(d->uring, &f, tag(T_CQWAIT, s->gen, s->slot));
+    if (r < 0) {
+        pl_log_err("session %llu: cannot queue a futex wait: %s; ending the session",
+                   (unsigned long long)s->id, pl_strerror(r));
+        pl_daemon_event_loop_kill_session(d, s, "cannot wait for the client");
+        return;
+    }
+    s->cq_wait_armed = true;
+}
+
+static void on_cq_wait(struct pl_daemon *d, struct pl_daemon_session *s,
+                       const struct pl_ipc_uring_event *ev) {
+    s->cq_wait_armed = false;
+    if (ev->res != 0 && ev->res != -EAGAIN && ev->res != -EINTR) {
+        pl_log_warn("session %llu: waiting for the client failed: %s; ending the session",
+                    (unsigned long long)s->id, pl_strerror(ev->res));
+        pl_daemon_event_loop_kill_session(d, s, "cannot wait for the client");
+        return;
+    }
+    pl_daemon_sched_kick(d->sched); /* it re-checks the ring, and asks again if still full */
 }
 
 static void on_session_event(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
@@ -202,6 +309,10 @@ static void on_session_event(struct pl_daemon *d, const struct pl_ipc_uring_even
     case T_DOORBELL:
         if (s->state == PL_DAEMON_SESSION_OPEN)
             on_doorbell(d, s, ev);
+        break;
+    case T_CQWAIT:
+        if (s->state == PL_DAEMON_SESSION_OPEN)
+            on_cq_wait(d, s, ev);
         break;
     case T_LISTEN:
     case T_ADMIN_LISTEN:
@@ -246,6 +357,14 @@ static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
                              (unsigned long long)s->id, (int)s->peer.pid);
                 pl_daemon_event_loop_kill_session(d, s, "broken completion ring");
             }
+            break;
+        }
+        case PL_DAEMON_NOTICE_CQ_WAIT: {
+            struct pl_daemon_session *s = m.ptr;
+            /* Release: pairs with the scheduler's exchange; a later sleep may post again. */
+            atomic_store_explicit(&s->cq_wait_posted, false, memory_order_release);
+            if (s->state == PL_DAEMON_SESSION_OPEN)
+                arm_cq_wait(d, s, m.arg);
             break;
         }
         case PL_DAEMON_NOTICE_OUTBOX_FREED: {
@@ -444,6 +563,7 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
             case T_HANDSHAKE:
             case T_HUP:
             case T_DOORBELL:
+            case T_CQWAIT:
                 on_session_event(d, &evs[i]);
                 break;
             default:

@@ -111,6 +111,30 @@ static void notice(struct pl_daemon_sched *s, uint32_t kind, void *ptr) {
     s->noticed = true;
 }
 
+/* The completion ring of ss is full: announce that we sleep until the client frees room, the
+ * way the event thread can wait for it without a syscall on a client-shared fd: a futex sleep
+ * (the event thread queues an io_uring futex wait on the consumer index: CQ_WAIT notice), or,
+ * where io_uring has no futex waits, a doorbell sleep (the client rings the broker doorbell,
+ * which the event thread reads through io_uring). Returns like pl_ipc_ring_sleep_prepare(). */
+static int cq_sleep_prepare(struct pl_daemon_sched *s, struct pl_daemon_session *ss) {
+    if (!ss->futex_waits)
+        return pl_ipc_ring_sleep_prepare(&ss->cq, ss->cq_need);
+    struct pl_ipc_futex f;
+    int r = pl_ipc_ring_sleep_prepare_futex(&ss->cq, ss->cq_need, &f);
+    if (r != 0)
+        return r;
+    /* One notice queued per session at most (the queue is sized for it): a later sleep whose
+     * notice is still queued is served by the earlier one, whose wait returns at once if the
+     * index moved since, or is woken by the client's next wake-up (it wakes for this sleep). */
+    if (!atomic_exchange_explicit(&ss->cq_wait_posted, true, memory_order_acq_rel)) {
+        struct pl_daemon_msg m = {.kind = PL_DAEMON_NOTICE_CQ_WAIT, .arg = f.val, .ptr = ss};
+        if (pl_daemon_spsc_push(&s->noteq, &m) < 0)
+            pl_log_err("notice queue full (sizing bug): notice %u lost", m.kind);
+        s->noticed = true;
+    }
+    return 0;
+}
+
 static void flush_notices(struct pl_daemon_sched *s) {
     if (!s->noticed)
         return;
@@ -711,8 +735,9 @@ static void publish_dirty(struct pl_daemon_sched *s) {
         ss->cq_dirty = false;
         /* Publish even when the session was just marked dead: what is committed is the
          * client's to read after the hang-up (picoctl kill's final Error, Dones), and the
-         * region and doorbell stay open until we post SESSION_RELEASED. */
-        (void)pl_ipc_doorbell_notify(&ss->cq, ss->db_client);
+         * region stays mapped until we post SESSION_RELEASED. FUTEX_WAKE only: the client
+         * shares its eventfd and could make a write to it block this thread. */
+        (void)pl_ipc_doorbell_notify_futex(&ss->cq);
     }
     s->n_dirty = 0;
 }
@@ -748,7 +773,7 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, uint64_t n
             struct pl_daemon_session *ss = s->held[i]->s;
             if (!ss->cq_armed) {
                 ss->cq_armed = true;
-                if (pl_ipc_ring_sleep_prepare(&ss->cq, ss->cq_need) != 0)
+                if (cq_sleep_prepare(s, ss) != 0)
                     timeout = 0; /* room already: go round again */
             }
         }
@@ -756,10 +781,11 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, uint64_t n
             struct pl_daemon_session *ss = s->outbox_list[i];
             if (!ss->cq_armed) {
                 ss->cq_armed = true;
-                if (pl_ipc_ring_sleep_prepare(&ss->cq, ss->cq_need) != 0)
+                if (cq_sleep_prepare(s, ss) != 0)
                     timeout = 0;
             }
         }
+        flush_notices(s); /* CQ_WAIT notices: the event thread waits for room for us */
     }
     /* Dekker pair with pl_daemon_sched_send/kick: we store sleeping then load kicked and the
      * queue; they store the queue/kicked then load sleeping; seq_cst orders both sides. */
@@ -923,7 +949,7 @@ int pl_daemon_sched_start(struct pl_model *m, const struct pl_daemon_sched_opts 
     s->max_dirty = opts->max_sessions;
     r = -ENOMEM;
     if (pl_daemon_spsc_init(&s->cmdq, opts->max_held + 2 * opts->max_sessions + 16) < 0 ||
-        pl_daemon_spsc_init(&s->noteq, opts->max_held + 3 * opts->max_sessions + 16) < 0)
+        pl_daemon_spsc_init(&s->noteq, opts->max_held + 4 * opts->max_sessions + 16) < 0)
         goto fail;
     s->held = calloc(opts->max_held, sizeof(*s->held));
     s->free_seq = calloc(opts->n_seq, sizeof(*s->free_seq));

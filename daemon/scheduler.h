@@ -37,6 +37,10 @@ enum pl_daemon_notice {
     PL_DAEMON_NOTICE_OUTBOX_FREED = 3,     /* ptr: session whose outbox has room again */
     PL_DAEMON_NOTICE_CQ_BROKEN = 4,        /* ptr: session whose client broke its completion
                                               ring (sent once per session): end it */
+    PL_DAEMON_NOTICE_CQ_WAIT = 5,          /* ptr: session whose completion ring is full; arg:
+                                              its consumer index as we saw it. Wait (futex on
+                                              that word, through io_uring) and kick us. At most
+                                              one queued per session (cq_wait_posted) */
 };
 
 struct pl_daemon_sched_opts {

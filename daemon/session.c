@@ -104,6 +104,8 @@ struct pl_daemon_session *pl_daemon_session_open(struct pl_daemon_session_table 
         s->kill_pending = s->kill_notified = false;
         s->kill_deadline_ns = 0;
         s->cq_dirty = s->cq_armed = s->outbox_listed = false;
+        s->futex_waits = s->sq_wait_armed = s->cq_wait_armed = false;
+        atomic_store_explicit(&s->cq_wait_posted, false, memory_order_relaxed);
         atomic_store_explicit(&s->dead, false, memory_order_relaxed);
         atomic_store_explicit(&s->outbox_pub, 0, memory_order_relaxed);
         atomic_store_explicit(&s->outbox_done, 0, memory_order_relaxed);
@@ -131,9 +133,9 @@ int pl_daemon_session_setup_ipc(struct pl_daemon_session *s) {
         return r;
     if ((r = pl_ipc_doorbell_open(&s->db_client)) < 0)
         return r;
-    /* Ask for a doorbell on the first submission: we sleep until the client writes. */
-    r = pl_ipc_ring_sleep_prepare(&s->sq, 0);
-    return r < 0 ? r : 0;
+    /* The event loop announces our first sleep on the submission ring once the client has
+     * the region (pl_daemon_event_loop_sq_sleep()). */
+    return 0;
 }
 
 void pl_daemon_session_close(struct pl_daemon_session_table *t, struct pl_daemon_session *s) {

@@ -111,8 +111,18 @@ struct pl_daemon_session {
     uint64_t id;                 /* unique over the daemon's life, never 0 */
     uint32_t state;              /* enum pl_daemon_session_state */
     int sock;
-    int db_broker;               /* the client rings it; we poll it */
-    int db_client;               /* we ring it */
+    int db_broker;               /* the client may ring it; we read it only through io_uring
+                                    (when io_uring has no futex waits) */
+    int db_client;               /* handed to the client, never touched by us: we wake the
+                                    client with FUTEX_WAKE only (a client can make a shared
+                                    eventfd blocking: no broker syscall may touch one) */
+    bool futex_waits;            /* we wait for the client with io_uring futex waits (else
+                                    with io_uring reads of db_broker); set before the first
+                                    request, read by the scheduler too */
+    bool sq_wait_armed;          /* a futex wait / doorbell read for the client is queued */
+    bool cq_wait_armed;          /* a futex wait on the completion ring's consumer index is
+                                    queued (the scheduler waits for room) */
+    uint64_t db_buf;             /* target of the io_uring doorbell read */
     struct pl_ipc_peer peer;
     struct pl_ipc_region reg;
     struct pl_ipc_ring sq;       /* consumer end, [event] */
@@ -154,6 +164,7 @@ struct pl_daemon_session {
     _Atomic uint32_t outbox_done;/* slots written out (infer, release) */
     _Atomic bool want_outbox_notice; /* event asks for a notice when a slot frees */
     _Atomic bool outbox_signalled;   /* an OUTBOX message is queued for the scheduler */
+    _Atomic bool cq_wait_posted;     /* a CQ_WAIT notice is queued for the event thread */
     _Atomic uint64_t tokens_in, tokens_out, kv_tokens, ttft_ns, queue_ns;
 
     uint32_t n_reqs;

@@ -12,6 +12,8 @@
  * attacks kill this process (SIGKILL) mid-way and expect nothing. `picolm-evil-client list`
  * prints the attacks, one "NAME ends|keeps|dies" per line. */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pl/ipc_abi.h"
@@ -59,9 +62,13 @@ static void set_prod(struct pl_test_client *c, uint32_t v) {
     atomic_store_explicit(&c->sq.ctrl->prod, v, memory_order_release);
 }
 
+/* Wake the broker every way it may be waiting: its doorbell (io_uring read, on kernels
+ * without io_uring futex waits) and FUTEX_WAKE on the two words it may sleep on. */
 static void ring_broker(struct pl_test_client *c) {
     uint64_t one = 1;
     (void)!write(c->db_broker, &one, sizeof(one));
+    (void)syscall(SYS_futex, (uint32_t *)&c->sq.ctrl->prod, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    (void)syscall(SYS_futex, (uint32_t *)&c->cq.ctrl->cons, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Did the broker hang up on us within timeout_ms? */

@@ -68,7 +68,8 @@ void pl_test_client_close(struct pl_test_client *c) {
 }
 
 int pl_test_client_send_raw(struct pl_test_client *c, uint32_t type, const void *p, uint32_t n) {
-    int r = pl_ipc_doorbell_wait(&c->sq, n, c->db_client, c->db_broker, 20000, 5000);
+    /* The broker wakes clients with FUTEX_WAKE only (it never writes a shared eventfd). */
+    int r = pl_ipc_doorbell_wait_futex(&c->sq, n, c->db_broker, 20000, 5000);
     if (r < 0)
         return r;
     r = pl_ipc_ring_push(&c->sq, type, p, n);
@@ -91,7 +92,7 @@ int pl_test_client_recv(struct pl_test_client *c, uint32_t *type, void *buf, uin
     int r = pl_ipc_ring_read(&c->cq, buf, cap, type, len);
     if (r != 0)
         return r;
-    r = pl_ipc_doorbell_wait(&c->cq, 0, c->db_client, c->db_broker, 20000, timeout_ms);
+    r = pl_ipc_doorbell_wait_futex(&c->cq, 0, c->db_broker, 20000, timeout_ms);
     if (r == -ETIMEDOUT)
         return 0;
     if (r < 0)
