@@ -353,6 +353,8 @@ static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
             struct pl_daemon_session *s = m.ptr;
             if (s->state == PL_DAEMON_SESSION_OPEN) {
                 d->n_protocol_errors++;
+                pl_daemon_stats_add(d->stats, s->stats_ident, PL_DAEMON_CTR_PROTOCOL_ERRORS, 1);
+                /* The session's end line (stats.c) is the rate-limited report. */
                 pl_log_debug("session %llu (pid %d): broken completion ring; ending the session",
                              (unsigned long long)s->id, (int)s->peer.pid);
                 pl_daemon_event_loop_kill_session(d, s, "broken completion ring");
