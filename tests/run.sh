@@ -32,6 +32,14 @@ if [ "$(id -u)" = 0 ] && ! getent passwd picolm >/dev/null; then
         --shell /usr/sbin/nologin picolm
 fi
 
+# picolmd switches to the 'picolm' user after start-up (packaging/sysusers.d creates it on an
+# install); the daemon tests run it as root, so the user must exist here too.
+if [ "$(id -u)" = 0 ] && ! getent passwd picolm >/dev/null; then
+    echo "== creating the system user picolm"
+    useradd --system --no-create-home --home-dir /var/lib/picolm \
+        --shell /usr/sbin/nologin picolm
+fi
+
 jobs=${PL_JOBS:-$(nproc)}
 data=${PICOLM_TEST_DATA:-$(cd .. && pwd)/shared}
 export PICOLM_TEST_DATA="$data"
