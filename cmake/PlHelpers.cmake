@@ -4,10 +4,12 @@
 
 set(PL_WARNING_FLAGS
     -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
-    -Wswitch-enum -Wcast-align -Wno-unused-parameter
-    # snprintf into fixed buffers truncates on purpose (messages are capped); the check only
-    # fires at -O0 and would force dead length arithmetic everywhere.
-    -Wno-format-truncation)
+    -Wswitch-enum -Wcast-align -Wno-unused-parameter)
+if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
+    # snprintf into fixed buffers truncates on purpose (messages are capped); gcc's check
+    # fires at -O0 and would force dead length arithmetic everywhere. (clang has no such flag.)
+    list(APPEND PL_WARNING_FLAGS -Wno-format-truncation)
+endif()
 
 # pl_target_defaults(TARGET): warnings, C11, hidden visibility.
 function(pl_target_defaults tgt)
