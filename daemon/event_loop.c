@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "init.h"
 #include "pl/ipc_doorbell.h"
 #include "pl/ipc_handshake.h"
 #include "pl/ipc_uring.h"
@@ -439,7 +440,8 @@ void pl_daemon_event_loop_drain(struct pl_daemon *d, const char *why) {
         (void)pl_ipc_uring_cancel(d->uring, tag(T_LISTEN, 0, 0));
         char p[600];
         (void)snprintf(p, sizeof(p), "%s/picolm.sock", d->cfg.socket_dir);
-        (void)unlink(p);
+        if (!pl_daemon_init_sockets_inherited())
+            (void)unlink(p);
         pl_close_fd(&d->listen_fd);
     }
 }

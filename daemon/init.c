@@ -21,6 +21,7 @@
 #include "config.h"
 #include "metrics_file.h"
 #include "prefix_cache.h"
+#include "sd_listen.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/pl_err.h"
@@ -272,9 +273,58 @@ static int bind_one(const char *dir, const char *name, mode_t mode, int *ret_fd,
     return 0;
 }
 
+/* Sockets passed by the service manager (picolmd.socket): not ours to unlink. */
+static bool sockets_inherited;
+
+bool pl_daemon_init_sockets_inherited(void) {
+    return sockets_inherited;
+}
+
+/* Socket activation: take dir/picolm.sock and dir/admin.sock from the inherited fds.
+ * Returns 1 when taken, 0 when not socket-activated, or a negative code with err. */
+static int take_inherited(const char *dir, int *ret_client_fd, int *ret_admin_fd, char *err,
+                          size_t err_len) {
+    char cp[600], ap[600];
+    int n = pl_daemon_sd_listen_fds();
+    if (n < 0)
+        return set_err(err, err_len, n, "socket activation: bad $LISTEN_FDS/$LISTEN_PID: %s",
+                       pl_strerror(n));
+    if (n == 0)
+        return 0;
+    (void)snprintf(cp, sizeof(cp), "%s/picolm.sock", dir);
+    (void)snprintf(ap, sizeof(ap), "%s/admin.sock", dir);
+    int cfd = pl_daemon_sd_listen_find(n, SOCK_SEQPACKET, cp);
+    int afd = pl_daemon_sd_listen_find(n, SOCK_SEQPACKET, ap);
+    if (cfd < 0 || afd < 0) {
+        if (cfd >= 0)
+            (void)close(cfd);
+        if (afd >= 0)
+            (void)close(afd);
+        return set_err(err, err_len, -ENOENT,
+                       "socket activation: the %d inherited socket(s) do not include %s and %s "
+                       "(the socket units must name the configured socket_dir)",
+                       n, cp, ap);
+    }
+    /* The event loop never blocks on them (io_uring accepts), but accept4 fallbacks must not. */
+    int fl;
+    if ((fl = fcntl(cfd, F_GETFL)) < 0 || fcntl(cfd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        (fl = fcntl(afd, F_GETFL)) < 0 || fcntl(afd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        int e = errno;
+        (void)close(cfd);
+        (void)close(afd);
+        return set_err(err, err_len, -e, "socket activation: fcntl: %s", strerror(e));
+    }
+    sockets_inherited = true;
+    *ret_client_fd = cfd;
+    *ret_admin_fd = afd;
+    return 1;
+}
+
 int pl_daemon_init_sockets(const char *dir, int *ret_client_fd, int *ret_admin_fd, char *err,
                            size_t err_len) {
     int cfd = -1, afd = -1, r;
+    if ((r = take_inherited(dir, ret_client_fd, ret_admin_fd, err, err_len)) != 0)
+        return r < 0 ? r : 0;
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return set_err(err, err_len, -errno, "cannot create %s: %s", dir, strerror(errno));
     if ((r = bind_one(dir, "picolm.sock", 0666, &cfd, err, err_len)) < 0)
@@ -290,6 +340,8 @@ int pl_daemon_init_sockets(const char *dir, int *ret_client_fd, int *ret_admin_f
 
 void pl_daemon_init_sockets_unlink(const char *dir) {
     char p[600];
+    if (sockets_inherited)
+        return;
     (void)snprintf(p, sizeof(p), "%s/picolm.sock", dir);
     (void)unlink(p);
     (void)snprintf(p, sizeof(p), "%s/admin.sock", dir);

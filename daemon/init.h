@@ -39,6 +39,10 @@ void pl_daemon_init_model_done(struct pl_model *m, struct pl_daemon_residency *r
 int pl_daemon_init_sockets(const char *dir, int *ret_client_fd, int *ret_admin_fd, char *err,
                            size_t err_len);
 void pl_daemon_init_sockets_unlink(const char *dir);
+/* True when the sockets came from the service manager (socket activation): with
+ * $LISTEN_FDS set, pl_daemon_init_sockets() takes dir/picolm.sock and dir/admin.sock from the
+ * inherited fds instead of binding, and nobody may unlink them. */
+bool pl_daemon_init_sockets_inherited(void);
 
 /* The end of start-up, once every privileged step is done (model, huge pages, mlock,
  * sockets, CPU affinity, threads, io_uring): give admin.sock to admin_gid with mode 0660
