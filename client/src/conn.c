@@ -356,6 +356,22 @@ static int wait_futex(struct pl_client_conn *c, uint32_t sq_need, uint64_t deadl
     }
 }
 
+/* Adaptive spinning. A spin pays when the broker answers within it (a round trip to a busy
+ * broker); in a token stream the next record comes later than any spin, and on a small machine
+ * the spinning core is one the broker's workers need, so every token then costs the spin. After
+ * SPIN_MISS_LIMIT misses in a row we skip the spin and try it again once per SPIN_PROBE_EVERY
+ * waits; a hit restores it. */
+#define SPIN_MISS_LIMIT 4u
+#define SPIN_PROBE_EVERY 32u
+
+static bool spin_worthwhile(struct pl_client_conn *c) {
+    if (!c->spin_ns)
+        return false;
+    if (c->spin_misses < SPIN_MISS_LIMIT)
+        return true;
+    return ++c->spin_skips % SPIN_PROBE_EVERY == 0;
+}
+
 int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
     /* Our consumed space first: the broker may sleep waiting for exactly that room. */
     int r = pl_client_conn_release(c);
@@ -368,15 +384,20 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
         return -PL_ERR_GONE;
 
     uint64_t start = now_ns();
-    if (c->spin_ns) {
+    if (spin_worthwhile(c)) {
         do {
             for (int i = 0; i < 16; i++) {
                 r = ready(c, sq_need);
-                if (r != 0)
+                if (r != 0) {
+                    c->spin_misses = 0;
+                    c->spin_skips = 0;
                     return r < 0 ? r : 0;
+                }
                 cpu_relax();
             }
         } while (now_ns() - start < c->spin_ns);
+        if (c->spin_misses < SPIN_MISS_LIMIT)
+            c->spin_misses++;
     }
 
     uint64_t deadline = c->timeout_ms >= 0 ? start + (uint64_t)c->timeout_ms * 1000000ull : 0;

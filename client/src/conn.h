@@ -29,6 +29,8 @@ struct pl_client_conn {
     _Atomic bool gone;            /* the broker hung up (sticky; any thread may see it) */
     uint64_t session_id;
     uint64_t spin_ns;
+    uint32_t spin_misses;         /* waits in a row whose spin ended without a completion */
+    uint32_t spin_skips;          /* waits that skipped the spin since it last missed */
     int timeout_ms;               /* -1: no bound */
     uint8_t *rx;                  /* private copy of the record being decoded */
     uint32_t rx_cap;
