@@ -23,13 +23,6 @@
  * that another process could use while the pool is idle. */
 #define SPIN_ITERS 2048
 
-/* Every YIELD_EVERY spin iterations the waiter yields its CPU. The thread it waits for may be
- * runnable on this very CPU (more runnable threads than CPUs: a client, another process, or
- * wake-affine placement of a worker next to its waker), and then pure spinning holds it off
- * until the scheduler's slice ends, about a millisecond. With nothing else runnable here the
- * yield returns at once. */
-#define YIELD_EVERY 64
-
 /* ---- Futex-backed waiting ---- */
 
 /* A 32-bit word others wait on, with a count of the waiters asleep in the kernel so the
@@ -63,10 +56,7 @@ static void waitword_wait_ne(struct waitword *w, uint32_t val) {
         /* Acquire: pairs with the seq_cst (hence release) increment in waitword_bump(). */
         if (atomic_load_explicit(&w->word, memory_order_acquire) != val)
             return;
-        if (i % YIELD_EVERY == YIELD_EVERY - 1)
-            (void)sched_yield();
-        else
-            cpu_relax();
+        cpu_relax();
     }
     /* Dekker-style handshake with waitword_bump(), both sides seq_cst: either the waker's
      * load of n_sleepers sees this increment and wakes us, or our load of word below sees
