@@ -456,8 +456,12 @@ static void test_residency_matches_smaps(void **state) {
             assert_int_equal(locked_kb, size_kb);
         if (!strcmp(res->backing, "hugetlb"))
             assert_int_equal(kps, 2048);
-        if (!strcmp(res->backing, "thp"))
-            assert_int_equal(ahp * 1024, res->bytes_thp); /* same mapping, same count */
+        /* khugepaged may collapse more of the mapping between the status answer and this
+         * read (slowly, under sanitizers): THP bytes only grow, and never past the mapping. */
+        if (!strcmp(res->backing, "thp")) {
+            assert_true(ahp * 1024 >= res->bytes_thp);
+            assert_true(ahp <= size_kb);
+        }
         assert_int_equal(size_kb * 1024, res->bytes_mapped);
     }
     picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
