@@ -40,7 +40,10 @@
  * enough: a waker may skip the wake when it already woke the same non-zero sleep_seq. A
  * sleep_seq of 0 (minor-0 peers) is woken on every publish that sees the flag. A waiter may set
  * WAKE_FUTEX only when its peer honours it: the client when the region header carries
- * PL_IPC_FEATURE_FUTEX_WAKE, the broker when the client's hello says minor >= 1. */
+ * PL_IPC_FEATURE_FUTEX_WAKE, the broker when the client's hello says minor >= 1. picolmd never
+ * writes or reads an eventfd it shares with a client (the client could make it blocking): it
+ * wakes every client sleep with FUTEX_WAKE on the index word, so a client must sleep on that
+ * word (NEED_WAKEUP | WAKE_FUTEX), and it refuses minor-0 clients. */
 #ifndef PL_IPC_IPC_ABI_H
 #define PL_IPC_IPC_ABI_H
 
