@@ -46,8 +46,8 @@
 static const struct pl_policy_seccomp_entry broker_table[] = {
     /* Event loop and wake-ups */
     ALLOW("io_uring_enter", "event loop: submit and wait on the ring made at start-up"),
-    ALLOW("read", "drain doorbells and the signalfd; read the policy file on reload"),
-    ALLOW("write", "ring client doorbells (eventfd); log lines to stderr"),
+    ALLOW("read", "drain its own eventfds and the signalfd; read the policy file on reload"),
+    ALLOW("write", "ring its own eventfds (never a client's: issue 8); log lines to stderr"),
     ALLOW("writev", "log lines to stderr (stdio may gather)"),
     ALLOW("poll", "hang-up check on a session socket (pl_ipc_peer_hung_up)"),
     ALLOW("ppoll", "the same, where libc implements poll with ppoll"),
