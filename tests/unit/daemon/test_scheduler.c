@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,14 +154,14 @@ static void test_close_burst_in_order(void **state) {
 struct kicker {
     struct pl_daemon_sched *s;
     _Atomic bool stop;
-    uint64_t n;
+    _Atomic uint64_t n;
 };
 
 static void *kick_main(void *arg) {
     struct kicker *k = arg;
     while (!atomic_load(&k->stop)) {
         pl_daemon_sched_kick(k->s);
-        k->n++;
+        atomic_fetch_add(&k->n, 1);
     }
     return NULL;
 }
@@ -173,6 +174,10 @@ static void test_kicks_and_stop_with_pending(void **state) {
     struct kicker k = {.s = s};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, kick_main, &k), 0);
+    /* The round trips must race real kicks: wait for the kicker to be running (a loaded or
+     * sanitized run could otherwise finish the loop before it is first scheduled). */
+    while (atomic_load(&k.n) == 0)
+        sched_yield();
     for (uint32_t i = 0; i < 2000; i++) {
         struct pl_daemon_session *x = &ss[i % N_SESSIONS];
         atomic_store(&x->dead, true);
@@ -183,7 +188,7 @@ static void test_kicks_and_stop_with_pending(void **state) {
     }
     atomic_store(&k.stop, true);
     assert_int_equal(pthread_join(t, NULL), 0);
-    assert_true(k.n > 0);
+    assert_true(atomic_load(&k.n) > 0);
     /* Stop races the thread's handling of these: it must join either way. */
     for (uint32_t i = 0; i < N_SESSIONS; i++)
         assert_int_equal(pl_daemon_sched_send(s, PL_DAEMON_CMD_CLOSE, &ss[i]), 0);
