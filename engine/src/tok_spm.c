@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigram_heap.h"
 #include "pl/pl_util.h"
 #include "tokenizer_int.h"
 #include "unicode.h"
@@ -24,56 +25,12 @@ struct bigram {
     uint32_t size; /* bytes of left + right when the pair was queued */
 };
 
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
-
 /* a is popped before b: higher score, then smaller left index. */
 static inline bool before(const struct bigram *a, const struct bigram *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static int heap_push(struct heap *h, struct bigram x) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 256;
-        struct bigram *p = realloc(h->v, cap * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        h->v = p;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&x, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = x;
-    return 0;
-}
-
-static struct bigram heap_pop(struct heap *h) {
-    struct bigram top = h->v[0];
-    struct bigram last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
+PL_BIGRAM_HEAP(256)
 
 struct spm {
     const struct pl_tokenizer *t;
