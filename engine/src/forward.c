@@ -8,10 +8,10 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn.h"
 #include "kv.h"
 #include "matmul.h"
 #include "model_impl.h"
@@ -43,9 +43,8 @@ struct pl_ctx {
     uint32_t n_chunk;             /* entries per forward run: min(n_batch, CHUNK) */
     uint32_t q_dim, kv_dim;
     float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
-    float kq_scale;               /* 1 / sqrt(head_dim) */
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
-    const struct pl_mm_attn_kernels *attn; /* vector attention (F16 cache), or NULL */
+    struct pl_attn attn;          /* attention shapes, kernels, per-thread scratch */
 
     /* Scratch, [n_chunk][...] row-major. */
     float *x;        /* [n_chunk][n_embd] residual stream */
@@ -68,12 +67,8 @@ struct pl_ctx {
     uint8_t *th_xq;
     uint8_t *th_vec;
     size_t vec_bytes;
-    /* Per thread: scores [n_ctx], rope cache [n_rot], the query head rounded to the cache
-     * type [head_dim] floats. */
-    float *th_scores;
+    /* Per thread: rope cache [n_rot]. */
     float *th_rope;
-    uint8_t *th_qh;
-    size_t th_qh_stride;
 
     /* Validation scratch and the current step (set by the caller before the parallel run). */
     uint32_t *seq_count;        /* [n_seq] */
@@ -259,31 +254,7 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float 
     }
 }
 
-/* ---- Attention ---- */
-
-/* f16 -> f32 for every half value: the cache is read element by element in the attention
- * loops, where a call per element would dominate (as ggml's ggml_table_f32_f16). Filled once
- * by pl_ctx_new(), read-only afterwards. */
-static float fp16_table[1u << 16];
-static pthread_once_t fp16_table_once = PTHREAD_ONCE_INIT;
-
-static void fp16_table_fill(void) {
-    for (uint32_t i = 0; i < (1u << 16); i++)
-        fp16_table[i] = pl_fp16_to_f32((uint16_t)i);
-}
-
-/* The f32 value of the f16 nearest to f (ties to even), for 0 <= f <= 1 (probabilities):
- * what pl_fp16_to_f32(pl_f32_to_fp16(f)) gives, without the calls. */
-static inline float round_to_f16(float f) {
-    if (f < 6.103515625e-05f) /* below 2^-14: f16 subnormals, quantum 2^-24 */
-        return rintf(f * 16777216.0f) * (1.0f / 16777216.0f);
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    u += 0x0FFFu + ((u >> 13) & 1u); /* round the 13 dropped mantissa bits to even */
-    u &= ~0x1FFFu;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
+/* ---- RoPE ---- */
 
 /* cache[0..n_rot) = interleaved (cos, sin) for pos, as ggml_rope_cache_init with ext_factor
  * 0 and attn_factor 1: theta starts at pos and is multiplied by theta_scale per pair. */
@@ -309,100 +280,6 @@ static void rope_apply(float *x, uint32_t n_heads, uint32_t head_dim, uint32_t n
             const float x0 = xh[i0], x1 = xh[i0 + 1];
             xh[i0] = x0 * cs - x1 * sn;
             xh[i0 + 1] = x0 * sn + x1 * cs;
-        }
-    }
-}
-
-/* Attention of query head h of batch entry t over positions [0, pos] of its sequence. */
-static void attend(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t h, uint32_t ith) {
-    const struct pl_model_hparams *hp = &c->m->hp;
-    const struct pl_kv *kv = &c->kv;
-    const uint32_t hd = hp->head_dim;
-    const uint32_t seq = (uint32_t)c->b->seq[t];
-    const uint32_t n_kv = (uint32_t)c->b->pos[t] + 1;
-    const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
-    const size_t head_off = (size_t)kvh * hd * (kv->type == PL_KV_F16 ? 2 : 4);
-    const float *qh = c->q + (size_t)t * c->q_dim + (size_t)h * hd;
-    float *scores = c->th_scores + (size_t)ith * c->n_ctx;
-    float *o = c->att + (size_t)t * c->q_dim + (size_t)h * hd;
-    const bool f16 = kv->type == PL_KV_F16;
-    const float *qx = qh;
-
-    /* As ggml's mul_mat: with an F16 cache the query is rounded to f16 first. */
-    if (f16) {
-        float *qr = (float *)(void *)(c->th_qh + (size_t)ith * c->th_qh_stride);
-        for (uint32_t d = 0; d < hd; d++)
-            qr[d] = fp16_table[pl_f32_to_fp16(qh[d])];
-        qx = qr;
-    }
-
-    /* Scores, scaled after the dot product (ggml_soft_max_ext with scale). */
-    float max = -INFINITY;
-    const struct pl_mm_attn_kernels *ak = f16 ? c->attn : NULL;
-    for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
-        const uint8_t *kb = pl_kv_k_block(kv, il, seq, bi) + head_off;
-        uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
-        if (ak) {
-            ak->kq(kb, kv->row_bytes, n, qx, hd, scores + b0);
-            for (uint32_t s = 0; s < n; s++) {
-                float sc = scores[b0 + s] * c->kq_scale;
-                scores[b0 + s] = sc;
-                max = sc > max ? sc : max;
-            }
-            continue;
-        }
-        for (uint32_t s = 0; s < n; s++) {
-            const void *kr = kb + (size_t)s * kv->row_bytes;
-            float acc = 0.0f;
-            if (f16) {
-                const uint16_t *k16 = kr;
-                for (uint32_t d = 0; d < hd; d++)
-                    acc += fp16_table[k16[d]] * qx[d];
-            } else {
-                const float *k32 = kr;
-                for (uint32_t d = 0; d < hd; d++)
-                    acc += k32[d] * qx[d];
-            }
-            float sc = acc * c->kq_scale;
-            scores[b0 + s] = sc;
-            max = sc > max ? sc : max;
-        }
-    }
-    /* Softmax: exp(x - max) in float, sum in double, one multiply by 1/sum (as
-     * ggml_vec_soft_max_f32 + ggml_vec_scale_f32). */
-    double sum = 0.0;
-    for (uint32_t p = 0; p < n_kv; p++) {
-        float e = expf(scores[p] - max);
-        scores[p] = e;
-        sum += (double)e;
-    }
-    const float inv = (float)(1.0 / sum);
-
-    memset(o, 0, hd * sizeof(float));
-    for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
-        const uint8_t *vb = pl_kv_v_block(kv, il, seq, bi) + head_off;
-        uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
-        if (ak) {
-            /* The probabilities rounded to f16 in place (each is read once). */
-            for (uint32_t s = 0; s < n; s++)
-                scores[b0 + s] = round_to_f16(scores[b0 + s] * inv);
-            ak->pv(vb, kv->row_bytes, n, scores + b0, hd, o);
-            continue;
-        }
-        for (uint32_t s = 0; s < n; s++) {
-            const void *vr = vb + (size_t)s * kv->row_bytes;
-            float p = scores[b0 + s] * inv;
-            if (f16) {
-                /* ggml rounds the probabilities to the cache type for the KQ*V product. */
-                p = round_to_f16(p);
-                const uint16_t *v16 = vr;
-                for (uint32_t d = 0; d < hd; d++)
-                    o[d] += p * fp16_table[v16[d]];
-            } else {
-                const float *v32 = vr;
-                for (uint32_t d = 0; d < hd; d++)
-                    o[d] += p * v32[d];
-            }
         }
     }
 }
@@ -463,13 +340,8 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
         }
         pl_threadpool_barrier(c->pool);
 
-        /* Attention, one (entry, head) pair per work item. */
-        {
-            uint32_t a_lo, a_hi;
-            split(n * hp->n_head, ith, nth, &a_lo, &a_hi);
-            for (uint32_t it = a_lo; it < a_hi; it++)
-                attend(c, il, it / hp->n_head, it % hp->n_head, ith);
-        }
+        /* Attention (attn.c). */
+        pl_attn_run(&c->attn, &c->kv, il, n, b->pos, b->seq, c->q, c->att, ith, nth);
         pl_threadpool_barrier(c->pool);
 
         /* Output projection + residual: x = (wo.att + bo) + x. */
@@ -540,9 +412,8 @@ void pl_ctx_free(struct pl_ctx *c) {
     free(c->th_xb);
     free(c->th_xq);
     free(c->th_vec);
-    free(c->th_scores);
     free(c->th_rope);
-    free(c->th_qh);
+    pl_attn_done(&c->attn);
     free(c->seq_count);
     free(c->out_rows);
     free(c);
@@ -596,11 +467,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->q_dim = hp->n_head * hp->head_dim;
     c->kv_dim = hp->n_head_kv * hp->head_dim;
     c->rope_theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
-    c->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
     c->kv_k = pl_quant_kernels(o.kv_type == PL_KV_F16 ? PL_GGML_TYPE_F16 : PL_GGML_TYPE_F32);
-    (void)pthread_once(&fp16_table_once, fp16_table_fill);
-    if (hp->head_dim % 16 == 0)
-        c->attn = pl_mm_attn_kernels();
     if (!c->kv_k || (o.kv_type == PL_KV_F16 && !c->kv_k->from_f32)) {
         r = -PL_ERR_UNSUPPORTED;
         goto fail;
@@ -657,18 +524,19 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
         if (posix_memalign(&p, 64, nt * PRIV * c->xq_stride + 64) == 0)
             c->th_xq = p;
     }
-    c->th_scores = alloc3(nt, o.n_ctx, sizeof(float));
     c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
-    c->th_qh_stride = PL_ALIGN_UP((size_t)hp->head_dim * sizeof(float), (size_t)64);
-    c->th_qh = alloc3(nt, c->th_qh_stride, 1);
     c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
-        !c->th_scores || !c->th_rope || !c->th_qh || !c->seq_count ||
+        !c->th_rope || !c->seq_count ||
         !c->out_rows || (tile > 0 && (!c->tiles || !c->th_vec)) || !c->th_xb || !c->th_xq) {
         r = -ENOMEM;
         goto fail;
     }
+    r = pl_attn_init(&c->attn, hp->n_head, hp->n_head_kv, hp->head_dim, o.n_ctx, c->n_threads,
+                     o.kv_type, true);
+    if (r < 0)
+        goto fail;
     r = pl_threadpool_new(c->n_threads, m->pin_threads, &c->pool);
     if (r < 0)
         goto fail;
