@@ -30,11 +30,6 @@
 #include "pl/policy_privdrop.h"
 #include "pl/policy_seccomp.h"
 
-#define HUGE_2M (2u * 1024 * 1024)
-
-#ifndef MAP_HUGE_2MB
-#define MAP_HUGE_2MB (21 << 26)
-#endif
 
 static int set_err(char *err, size_t len, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -46,62 +41,12 @@ static int set_err(char *err, size_t len, int r, const char *fmt, ...) {
     return r;
 }
 
-static void read_first_line(const char *path, char *buf, size_t len) {
-    FILE *f = fopen(path, "re");
-    buf[0] = '\0';
-    if (!f)
-        return;
-    if (fgets(buf, (int)len, f))
-        buf[strcspn(buf, "\n")] = '\0';
-    (void)fclose(f);
-}
-
-/* ---- Weights onto huge pages ---- */
-
-static void *try_hugetlb(size_t bytes, char *why, size_t why_len) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
-    if (p != MAP_FAILED)
-        return p;
-    int e = errno;
-    char n[32];
-    read_first_line("/proc/sys/vm/nr_hugepages", n, sizeof(n));
-    (void)snprintf(why, why_len, "MAP_HUGETLB of %zu MiB failed (%s; vm.nr_hugepages=%s)",
-                   bytes >> 20, strerror(e), n[0] ? n : "?");
-    return NULL;
-}
-
-/* Anonymous memory aligned to 2 MiB so that THP can back all of it. */
-static void *try_anon(size_t bytes, bool *ret_thp, char *why, size_t why_len) {
-    size_t span = bytes + HUGE_2M;
-    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        (void)snprintf(why, why_len, "anonymous mapping of %zu MiB failed (%s)", bytes >> 20,
-                       strerror(errno));
-        return NULL;
-    }
-    uint8_t *a = (uint8_t *)PL_ALIGN_UP((uintptr_t)p, (uintptr_t)HUGE_2M);
-    if (a > p)
-        (void)munmap(p, (size_t)(a - p));
-    if (p + span > a + bytes)
-        (void)munmap(a + bytes, (size_t)(p + span - (a + bytes)));
-    char mode[128];
-    read_first_line("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode));
-    *ret_thp = false;
-    if (madvise(a, bytes, MADV_HUGEPAGE) < 0)
-        (void)snprintf(why, why_len, "madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
-    else if (strstr(mode, "[never]"))
-        (void)snprintf(why, why_len, "transparent huge pages are disabled (%s)", mode);
-    else
-        *ret_thp = true;
-    return a;
-}
+/* ---- Weights onto huge pages (the engine places them; we lock them) ---- */
 
 int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **ret_model,
                          struct pl_daemon_residency *res, char *err, size_t err_len) {
     struct pl_model_opts mo = {.n_threads = cfg->n_cpus, .pin_threads = cfg->n_cpus > 0};
     struct pl_model *m = NULL;
-    char why[256] = "", why2[256] = "";
     int r;
 
     memset(res, 0, sizeof(*res));
@@ -109,55 +54,29 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
     if (r < 0)
         return r;
 
-    size_t wb = pl_model_relocate_bytes(m);
-    res->weight_bytes = wb;
-    size_t bytes = PL_ALIGN_UP(wb, (size_t)HUGE_2M);
-    void *dst = NULL;
-    bool thp = false;
-
-    if (cfg->hugepages == PL_DAEMON_HUGEPAGES_OFF) {
-        (void)snprintf(res->reason, sizeof(res->reason), "hugepages = off in the configuration");
-    } else if (wb == 0) {
-        (void)snprintf(res->reason, sizeof(res->reason), "the model has no tensor data");
-    } else {
-        if (cfg->hugepages == PL_DAEMON_HUGEPAGES_AUTO)
-            dst = try_hugetlb(bytes, why, sizeof(why));
-        else
-            (void)snprintf(why, sizeof(why), "hugetlb skipped (hugepages = thp)");
-        if (dst) {
-            (void)snprintf(res->backing, sizeof(res->backing), "hugetlb");
-            (void)snprintf(res->reason, sizeof(res->reason),
-                           "MAP_HUGETLB with 2 MiB pages (%zu pages)", bytes / HUGE_2M);
-        } else {
-            dst = try_anon(bytes, &thp, why2, sizeof(why2));
-            if (dst) {
-                (void)snprintf(res->backing, sizeof(res->backing), thp ? "thp" : "anonymous");
-                (void)snprintf(res->reason, sizeof(res->reason), "%s; %s", why,
-                               thp ? "anonymous memory with MADV_HUGEPAGE" : why2);
-            } else {
-                (void)snprintf(res->reason, sizeof(res->reason), "%s; %s", why, why2);
-            }
-        }
+    static const enum pl_weights_mode modes[] = {
+        [PL_DAEMON_HUGEPAGES_AUTO] = PL_WEIGHTS_AUTO,
+        [PL_DAEMON_HUGEPAGES_THP] = PL_WEIGHTS_THP,
+        [PL_DAEMON_HUGEPAGES_OFF] = PL_WEIGHTS_FILE,
+    };
+    struct pl_weights_info wi;
+    enum pl_weights_mode wm = cfg->hugepages < sizeof(modes) / sizeof(modes[0])
+                                  ? modes[cfg->hugepages]
+                                  : PL_WEIGHTS_AUTO;
+    r = pl_model_place_weights(m, wm, &wi);
+    if (r < 0) {
+        pl_model_free(m);
+        return set_err(err, err_len, r, "placing the weights failed: %s", pl_strerror(r));
     }
-    if (dst) {
-        r = pl_model_relocate_weights(m, dst, bytes);
-        if (r < 0) {
-            (void)munmap(dst, bytes);
-            dst = NULL;
-            (void)snprintf(res->reason + strlen(res->reason),
-                           sizeof(res->reason) - strlen(res->reason),
-                           "; relocation failed (%s)", pl_strerror(r));
-        } else {
-            res->base = dst;
-            res->bytes = bytes;
-            /* Read-only from now on: no later path may write the weights. */
-            if (mprotect(dst, bytes, PROT_READ) < 0)
-                pl_log_warn("mprotect(PROT_READ) of the weights failed: %s, ignoring",
-                            strerror(errno));
-        }
-    }
-    if (!dst)
-        (void)snprintf(res->backing, sizeof(res->backing), "file");
+    if (cfg->hugepages == PL_DAEMON_HUGEPAGES_OFF)
+        (void)snprintf(wi.reason, sizeof(wi.reason), "hugepages = off in the configuration");
+    res->weight_bytes = wi.weight_bytes;
+    res->base = (void *)(uintptr_t)wi.base;
+    res->bytes = wi.bytes;
+    (void)snprintf(res->backing, sizeof(res->backing), "%s", wi.backing);
+    (void)snprintf(res->reason, sizeof(res->reason), "%s", wi.reason);
+    const void *dst = wi.base;
+    const size_t bytes = wi.bytes, wb = wi.weight_bytes;
 
     /* Lock: our copy, or the file's tensor data in place. */
     const void *lock_at = dst;
@@ -191,9 +110,7 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
 }
 
 void pl_daemon_init_model_done(struct pl_model *m, struct pl_daemon_residency *res) {
-    pl_model_free(m);
-    if (res->base)
-        (void)munmap(res->base, res->bytes);
+    pl_model_free(m); /* unmaps the weights' copy too */
     res->base = NULL;
 }
 

@@ -846,6 +846,10 @@ const void *pl_gguf_base(const struct pl_gguf *g) {
     return g->base;
 }
 
+bool pl_gguf_is_mapped(const struct pl_gguf *g) {
+    return g && g->mapped;
+}
+
 uint64_t pl_gguf_data_offset(const struct pl_gguf *g) {
     return g->data_off;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "model_impl.h"
@@ -443,6 +444,8 @@ void pl_model_free(struct pl_model *m) {
     free(m->rope_freqs.data);
     pl_tokenizer_free(m->tok);
     pl_gguf_close(m->gguf);
+    if (m->wcopy)
+        (void)munmap(m->wcopy, m->wcopy_bytes);
     free(m);
 }
 

@@ -58,6 +58,8 @@ struct pl_model {
     struct pl_weight output;        /* [n_vocab][n_embd]; == tok_embd when tied */
     struct pl_vec rope_freqs;       /* optional per-pair divisors [n_rot / 2] (llama 3) */
     struct pl_layer *layers;        /* [n_layer] */
+    void *wcopy;                    /* pl_model_place_weights()'s mapping, or NULL */
+    size_t wcopy_bytes;
 };
 
 #endif

@@ -1,17 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* Moving a loaded model's weights out of the GGUF file mapping into memory the caller chose
- * (the daemon copies them onto huge pages and locks them there). The whole tensor data
- * section is copied at once, so every tensor keeps its offset and therefore its alignment
- * relative to dst; then each struct pl_weight is repointed. Called once, before any context
- * exists. */
+/* Moving a loaded model's weights out of the GGUF file mapping into other memory: memory the
+ * caller chose (pl_model_relocate_weights) or huge pages the model maps itself
+ * (pl_model_place_weights: hugetlb -> THP -> file, each step down explained). The whole
+ * tensor data section is copied as one, so every tensor keeps its offset and therefore its
+ * alignment relative to the destination; then each struct pl_weight is repointed. The copy
+ * goes in chunks, and the file pages of each chunk leave this process once copied, so the
+ * resident size never holds two copies. Called once, before any context exists. */
 #include "pl/engine_model.h"
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model_impl.h"
 #include "pl/engine_gguf.h"
+#include "pl/pl_util.h"
+
+#define HUGE_2M ((size_t)2 << 20)
+#define COPY_CHUNK ((size_t)4 << 20)
+
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << 26)
+#endif
 
 size_t pl_model_relocate_bytes(const struct pl_model *m) {
     if (!m || !m->gguf)
@@ -36,6 +49,29 @@ static int weight_offset(const struct pl_weight *w, const uint8_t *sec, size_t s
 static void repoint(struct pl_weight *w, const uint8_t *sec, uint8_t *dst) {
     if (w->data)
         w->data = dst + ((const uint8_t *)w->data - sec);
+}
+
+/* dst <- the data section, COPY_CHUNK at a time; when the section lies in our own file
+ * mapping, the pages already copied are dropped from it (they are clean: a later touch
+ * would read them from the file again, but nothing touches them after repointing). */
+static void copy_section(const struct pl_model *m, uint8_t *dst, const uint8_t *sec,
+                         size_t sec_bytes) {
+    const bool drop = pl_gguf_is_mapped(m->gguf);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t dropped = PL_ALIGN_UP((uintptr_t)sec, page); /* never the header's pages */
+    for (size_t off = 0; off < sec_bytes; off += COPY_CHUNK) {
+        size_t n = PL_MIN(COPY_CHUNK, sec_bytes - off);
+        memcpy(dst + off, sec + off, n);
+        if (!drop)
+            continue;
+        /* The section runs to the end of the file: its last page is ours to drop too. */
+        uintptr_t end = (uintptr_t)(sec + off + n);
+        end = off + n == sec_bytes ? PL_ALIGN_UP(end, page) : end & ~(page - 1);
+        if (end > dropped) {
+            (void)madvise((void *)dropped, end - dropped, MADV_DONTNEED);
+            dropped = end;
+        }
+    }
 }
 
 int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
@@ -63,7 +99,7 @@ int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
                 return -EINVAL;
     }
 
-    memcpy(dst, sec, sec_bytes);
+    copy_section(m, dst, sec, sec_bytes);
     repoint(&m->tok_embd, sec, dst);
     repoint(&m->output, sec, dst);
     for (uint32_t i = 0; i < m->hp.n_layer; i++) {
@@ -76,5 +112,128 @@ int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
         repoint(&l->w_up, sec, dst);
         repoint(&l->w_down, sec, dst);
     }
+    return 0;
+}
+
+/* ---- Placement ---- */
+
+static void read_first_line(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "re");
+    buf[0] = '\0';
+    if (!f)
+        return;
+    if (fgets(buf, (int)len, f))
+        buf[strcspn(buf, "\n")] = '\0';
+    (void)fclose(f);
+}
+
+static void *try_hugetlb(size_t bytes, char *why, size_t why_len) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
+    if (p != MAP_FAILED)
+        return p;
+    int e = errno;
+    char n[32];
+    read_first_line("/proc/sys/vm/nr_hugepages", n, sizeof(n));
+    (void)snprintf(why, why_len, "MAP_HUGETLB of %zu MiB failed (%s; vm.nr_hugepages=%s)",
+                   bytes >> 20, strerror(e), n[0] ? n : "?");
+    return NULL;
+}
+
+/* Anonymous memory aligned to 2 MiB so that THP can back all of it; *ret_thp tells whether
+ * THP may (madvise accepted and THP not disabled system-wide). */
+static void *try_anon(size_t bytes, bool *ret_thp, char *why, size_t why_len) {
+    size_t span = bytes + HUGE_2M;
+    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *ret_thp = false;
+    if (p == MAP_FAILED) {
+        (void)snprintf(why, why_len, "anonymous mapping of %zu MiB failed (%s)", bytes >> 20,
+                       strerror(errno));
+        return NULL;
+    }
+    uint8_t *a = (uint8_t *)PL_ALIGN_UP((uintptr_t)p, (uintptr_t)HUGE_2M);
+    if (a > p)
+        (void)munmap(p, (size_t)(a - p));
+    if (p + span > a + bytes)
+        (void)munmap(a + bytes, (size_t)(p + span - (a + bytes)));
+    char mode[128];
+    read_first_line("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode));
+    if (madvise(a, bytes, MADV_HUGEPAGE) < 0)
+        (void)snprintf(why, why_len, "madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
+    else if (strstr(mode, "[never]"))
+        (void)snprintf(why, why_len, "transparent huge pages are disabled (%s)", mode);
+    else
+        *ret_thp = true;
+    return a;
+}
+
+int pl_weights_mode_parse(const char *s, enum pl_weights_mode *ret) {
+    if (!s || !ret)
+        return -EINVAL;
+    if (!strcmp(s, "auto"))
+        *ret = PL_WEIGHTS_AUTO;
+    else if (!strcmp(s, "thp"))
+        *ret = PL_WEIGHTS_THP;
+    else if (!strcmp(s, "file"))
+        *ret = PL_WEIGHTS_FILE;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+int pl_model_place_weights(struct pl_model *m, enum pl_weights_mode mode,
+                           struct pl_weights_info *ret_info) {
+    if (!m || !ret_info || m->wcopy ||
+        (mode != PL_WEIGHTS_AUTO && mode != PL_WEIGHTS_THP && mode != PL_WEIGHTS_FILE))
+        return -EINVAL;
+    struct pl_weights_info *info = ret_info;
+    char why[256] = "", why2[256] = "";
+    const size_t wb = pl_model_relocate_bytes(m);
+    const size_t bytes = PL_ALIGN_UP(wb, HUGE_2M);
+    void *dst = NULL;
+    bool thp = false;
+
+    memset(info, 0, sizeof(*info));
+    info->weight_bytes = wb;
+    if (mode == PL_WEIGHTS_FILE) {
+        (void)snprintf(info->reason, sizeof(info->reason), "weights mode is \"file\"");
+    } else if (wb == 0) {
+        (void)snprintf(info->reason, sizeof(info->reason), "the model has no tensor data");
+    } else {
+        if (mode == PL_WEIGHTS_AUTO)
+            dst = try_hugetlb(bytes, why, sizeof(why));
+        else
+            (void)snprintf(why, sizeof(why), "hugetlb not tried (weights mode \"thp\")");
+        if (dst) {
+            (void)snprintf(info->backing, sizeof(info->backing), "hugetlb");
+            (void)snprintf(info->reason, sizeof(info->reason),
+                           "MAP_HUGETLB with 2 MiB pages (%zu pages)", bytes / HUGE_2M);
+        } else if ((dst = try_anon(bytes, &thp, why2, sizeof(why2)))) {
+            (void)snprintf(info->backing, sizeof(info->backing), thp ? "thp" : "anonymous");
+            (void)snprintf(info->reason, sizeof(info->reason), "%s; %s", why,
+                           thp ? "anonymous memory with MADV_HUGEPAGE" : why2);
+        } else {
+            (void)snprintf(info->reason, sizeof(info->reason), "%s; %s", why, why2);
+        }
+    }
+    if (dst) {
+        int r = pl_model_relocate_weights(m, dst, bytes);
+        if (r < 0) {
+            (void)munmap(dst, bytes);
+            dst = NULL;
+            size_t l = strlen(info->reason);
+            (void)snprintf(info->reason + l, sizeof(info->reason) - l,
+                           "; relocation failed (%s)", strerror(-r));
+        } else {
+            /* Read-only from now on, as the file mapping was: no path may write them. */
+            (void)mprotect(dst, bytes, PROT_READ);
+            m->wcopy = dst;
+            m->wcopy_bytes = bytes;
+            info->base = dst;
+            info->bytes = bytes;
+        }
+    }
+    if (!dst)
+        (void)snprintf(info->backing, sizeof(info->backing), "file");
     return 0;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* picolm-bench engine: how close the forward pass runs to the machine's limits. Measures,
- * in one run: the machine's read bandwidth (1 and N threads, a vectorised read loop over a
- * buffer far larger than the caches, in a child process so it does not inflate our RSS),
+ * in one run: the machine's read bandwidth (1 and N threads, bandwidth.c's best read loop
+ * over a buffer far larger than the caches, in a child process so it does not inflate our
+ * RSS), where the weights were placed (--weights: huge pages as picolmd puts them, or the
+ * file mapping),
  * prefill tok/s on a 512-token prompt (fed in chunks of --batch tokens), decode tok/s over
  * 128 tokens, the decode's effective bandwidth (weight bytes read per token x tok/s), its
  * ratio to the measured read bandwidth, and the peak RSS against model + KV cache. */
@@ -19,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bandwidth.h"
 #include "bench.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
@@ -38,118 +41,6 @@ static double now_s(void) {
 
 /* ---- Read bandwidth ---- */
 
-typedef long long v8ll __attribute__((vector_size(64)));
-
-/* XOR of every 64-byte line of [p, p + len): four independent accumulators keep enough
- * loads in flight; the result is used so the loads cannot be dropped. */
-#define READ_LOOP_BODY                                                                        \
-    const v8ll *v = p;                                                                        \
-    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                              \
-    size_t n = len / sizeof(v8ll);                                                            \
-    for (size_t i = 0; i + 4 <= n; i += 4) {                                                  \
-        a0 ^= v[i];                                                                           \
-        a1 ^= v[i + 1];                                                                       \
-        a2 ^= v[i + 2];                                                                       \
-        a3 ^= v[i + 3];                                                                       \
-    }                                                                                         \
-    a0 ^= a1 ^ a2 ^ a3;                                                                       \
-    long long s = 0;                                                                          \
-    for (int k = 0; k < 8; k++)                                                               \
-        s ^= a0[k];                                                                           \
-    return s;
-
-__attribute__((target("avx512f"))) static long long read_avx512(const void *p, size_t len) {
-    READ_LOOP_BODY
-}
-
-__attribute__((target("avx2"))) static long long read_avx2(const void *p, size_t len) {
-    READ_LOOP_BODY
-}
-
-static long long read_generic(const void *p, size_t len) {
-    READ_LOOP_BODY
-}
-
-typedef long long (*read_fn)(const void *p, size_t len);
-
-struct bw_job {
-    pthread_barrier_t *bar;
-    const uint8_t *base;
-    size_t len;
-    read_fn fn;
-    uint32_t cpu;
-    long long sink;
-};
-
-static void pin_self(uint32_t i) {
-    cpu_set_t allowed, one;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-        return;
-    int n = CPU_COUNT(&allowed), seen = 0;
-    if (n <= 0)
-        return;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed))
-            continue;
-        if ((uint32_t)seen++ == i % (uint32_t)n) {
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            (void)sched_setaffinity(0, sizeof(one), &one);
-            return;
-        }
-    }
-}
-
-static void *bw_worker(void *arg) {
-    struct bw_job *j = arg;
-    pin_self(j->cpu);
-    for (int pass = 0; pass < BW_PASSES; pass++) {
-        (void)pthread_barrier_wait(j->bar);
-        j->sink ^= j->fn(j->base, j->len);
-        (void)pthread_barrier_wait(j->bar);
-    }
-    return NULL;
-}
-
-/* Best-of-BW_PASSES read bandwidth in bytes/s of n_threads threads reading disjoint slices
- * of buf, or a negative value on failure. */
-static double measure_bw(const uint8_t *buf, size_t len, uint32_t n_threads, read_fn fn) {
-    pthread_t th[64];
-    struct bw_job jobs[64];
-    pthread_barrier_t bar;
-    double best = 0.0;
-    uint32_t started = 0;
-
-    if (n_threads == 0 || n_threads > 64)
-        return -1.0;
-    if (pthread_barrier_init(&bar, NULL, n_threads + 1) != 0)
-        return -1.0;
-    size_t slice = (len / n_threads) & ~(size_t)255;
-    for (uint32_t i = 0; i < n_threads; i++) {
-        jobs[i] = (struct bw_job){&bar, buf + i * slice, slice, fn, i, 0};
-        if (pthread_create(&th[i], NULL, bw_worker, &jobs[i]) != 0)
-            break;
-        started++;
-    }
-    if (started != n_threads) {
-        /* Cannot run the barrier protocol with missing threads: give up (the started
-         * ones are blocked at the first barrier; this process is a short-lived child). */
-        return -1.0;
-    }
-    for (int pass = 0; pass < BW_PASSES; pass++) {
-        (void)pthread_barrier_wait(&bar);
-        double t0 = now_s();
-        (void)pthread_barrier_wait(&bar);
-        double dt = now_s() - t0;
-        double bw = (double)slice * n_threads / dt;
-        best = PL_MAX(best, bw);
-    }
-    for (uint32_t i = 0; i < n_threads; i++)
-        (void)pthread_join(th[i], NULL);
-    (void)pthread_barrier_destroy(&bar);
-    return best;
-}
-
 /* Read bandwidth with 1 and n threads, measured in a child process (the buffer must not
  * count in this process's peak RSS). Returns 0 or a negative code. */
 static int read_bandwidth(uint32_t n, double *ret_bw1, double *ret_bwn) {
@@ -166,17 +57,13 @@ static int read_bandwidth(uint32_t n, double *ret_bw1, double *ret_bwn) {
     }
     if (pid == 0) {
         (void)close(fds[0]);
-        void *buf = mmap(NULL, BW_BUF_BYTES, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (buf != MAP_FAILED) {
-            (void)madvise(buf, BW_BUF_BYTES, MADV_HUGEPAGE);
-            memset(buf, 0x5a, BW_BUF_BYTES); /* fault every page in before timing */
-            read_fn fn = __builtin_cpu_supports("avx512f") ? read_avx512
-                         : __builtin_cpu_supports("avx2")  ? read_avx2
-                                                           : read_generic;
-            res[0] = measure_bw(buf, BW_BUF_BYTES, 1, fn);
-            res[1] = n == 1 ? res[0] : measure_bw(buf, BW_BUF_BYTES, n, fn);
-        }
+        /* bandwidth.c: the better of a plain and a prefetching read loop, on huge pages. */
+        if (bench_bw_measure(BW_BUF_BYTES, 1, BW_PASSES, &res[0]) < 0)
+            res[0] = -1.0;
+        else if (n == 1)
+            res[1] = res[0];
+        else if (bench_bw_measure(BW_BUF_BYTES, n, BW_PASSES, &res[1]) < 0)
+            res[1] = -1.0;
         ssize_t w = write(fds[1], res, sizeof(res));
         _exit(w == (ssize_t)sizeof(res) ? 0 : 1);
     }
@@ -259,7 +146,8 @@ static uint64_t proc_status_bytes(const char *key) {
 struct results {
     double pp_tps, pp_best_tps, tg_tps, tg_best_tps;
     double bw1, bwn;
-    uint64_t weight_bytes, file_bytes, kv_bytes, peak_rss, anon_rss;
+    uint64_t weight_bytes, file_bytes, kv_bytes, peak_rss, anon_rss, hugetlb;
+    struct pl_weights_info wi;
 };
 
 /* Prefill of n_prompt tokens from an empty cache, in chunks of n_batch. Returns seconds or
@@ -307,12 +195,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: picolm-bench engine --model FILE [--threads N] [--json] [--prompt N]\n"
             "                           [--gen N] [--batch N] [--reps N] [--no-bw]\n"
+            "                           [--weights auto|thp|file]\n"
             "  --threads N   forward-pass threads (default: 1 per allowed CPU)\n"
             "  --prompt N    prefill prompt tokens (default 512)\n"
             "  --gen N       decoded tokens (default 128)\n"
             "  --batch N     tokens per pl_ctx_decode() call in prefill (default 512)\n"
             "  --reps N      repetitions of prefill and decode; the mean is reported (default 2)\n"
             "  --no-bw       skip the read-bandwidth measurement\n"
+            "  --weights M   where the weights live, as picolmd's hugepages setting: auto\n"
+            "                (hugetlb, else THP; the default), thp, or file (the mapping)\n"
             "  --json        one JSON object on stdout instead of text\n");
 }
 
@@ -330,6 +221,7 @@ int bench_engine_main(int argc, char **argv) {
     const char *path = NULL;
     uint32_t n_threads = 0, n_prompt = 512, n_gen = 128, n_batch = 512, reps = 2;
     bool json = false, do_bw = true;
+    enum pl_weights_mode wmode = PL_WEIGHTS_AUTO;
     struct pl_model *m = NULL;
     struct pl_ctx *c = NULL;
     int32_t *tok = NULL, *pos = NULL, *seq = NULL;
@@ -363,6 +255,8 @@ int bench_engine_main(int argc, char **argv) {
             bad = parse_u32(v, 1, 1u << 16, &n_gen) < 0;
         else if (!bad && !strcmp(a, "--batch"))
             bad = parse_u32(v, 1, 1u << 16, &n_batch) < 0;
+        else if (!bad && !strcmp(a, "--weights"))
+            bad = pl_weights_mode_parse(v, &wmode) < 0;
         else if (!bad && !strcmp(a, "--reps"))
             bad = parse_u32(v, 1, 100, &reps) < 0;
         else
@@ -396,6 +290,10 @@ int bench_engine_main(int argc, char **argv) {
     if (r < 0) {
         fprintf(stderr, "engine: %s: %s\n", path, err[0] ? err : pl_strerror(r));
         return 1;
+    }
+    if ((r = pl_model_place_weights(m, wmode, &res.wi)) < 0) {
+        fprintf(stderr, "engine: placing the weights: %s\n", pl_strerror(r));
+        goto out;
     }
     const struct pl_model_hparams *hp = pl_model_hparams(m);
     const struct pl_gguf *g = pl_model_gguf(m);
@@ -450,20 +348,25 @@ int bench_engine_main(int argc, char **argv) {
     /* Heap memory (KV cache, scratch, tokenizer, libc) is all anonymous and still held
      * here, so the current anonymous RSS is its peak; the weights are file pages. */
     res.anon_rss = proc_status_bytes("RssAnon");
+    /* hugetlb pages are not in the RSS: the weights on them count on top. */
+    res.hugetlb = proc_status_bytes("HugetlbPages");
+    res.peak_rss += res.hugetlb;
 
     const double eff = (double)res.weight_bytes * res.tg_tps;
     const double ratio = do_bw ? eff / res.bwn : 0.0;
     const double overhead = (double)res.peak_rss - (double)res.file_bytes - (double)res.kv_bytes;
-    const double anon_overhead = (double)res.anon_rss - (double)res.kv_bytes;
+    const bool anon_copy = res.wi.base && strcmp(res.wi.backing, "hugetlb") != 0;
+    const double anon_overhead = (double)res.anon_rss - (double)res.kv_bytes -
+                                 (anon_copy ? (double)res.wi.weight_bytes : 0.0);
     if (json) {
         printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"threads\":%" PRIu32
                ",\"n_embd\":%" PRIu32 ",\"n_layer\":%" PRIu32 ",\"n_vocab\":%" PRIu32
                ",\"prompt_tokens\":%" PRIu32 ",\"gen_tokens\":%" PRIu32 ",\"batch\":%" PRIu32
-               ",\"reps\":%" PRIu32 ",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
+               ",\"reps\":%" PRIu32 ",\"weights\":\"%s\",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
                ",\"decode_tok_s\":%.2f,\"decode_best_tok_s\":%.2f"
                ",\"weight_bytes_per_token\":%" PRIu64 ",\"decode_effective_gb_s\":%.3f",
                path, main_type(g), pl_quant_isa(), n_threads, hp->n_embd, hp->n_layer,
-               hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.pp_tps, res.pp_best_tps,
+               hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing, res.pp_tps, res.pp_best_tps,
                res.tg_tps, res.tg_best_tps, res.weight_bytes, eff * 1e-9);
         if (do_bw)
             printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio\":%.4f",
@@ -476,6 +379,7 @@ int bench_engine_main(int argc, char **argv) {
     } else {
         printf("model           %s (%s, isa %s, %" PRIu32 " threads)\n", path, main_type(g),
                pl_quant_isa(), n_threads);
+        printf("weights         on %s (%s)\n", res.wi.backing, res.wi.reason);
         printf("prefill         %.2f tok/s (best %.2f; %" PRIu32 " tokens, chunks of %" PRIu32
                ")\n", res.pp_tps, res.pp_best_tps, n_prompt, n_batch);
         printf("decode          %.2f tok/s (best %.2f; %" PRIu32 " tokens)\n", res.tg_tps,
@@ -489,8 +393,9 @@ int bench_engine_main(int argc, char **argv) {
         printf("peak RSS        %.1f MiB = model %.1f + KV %.1f + %.1f MiB\n",
                res.peak_rss / 1048576.0, res.file_bytes / 1048576.0,
                res.kv_bytes / 1048576.0, overhead / 1048576.0);
-        printf("anonymous RSS   %.1f MiB = KV %.1f + %.1f MiB (scratch, tokenizer, libc)\n",
-               res.anon_rss / 1048576.0, res.kv_bytes / 1048576.0, anon_overhead / 1048576.0);
+        printf("anonymous RSS   %.1f MiB = %sKV %.1f + %.1f MiB (scratch, tokenizer, libc)\n",
+               res.anon_rss / 1048576.0, anon_copy ? "weights + " : "",
+               res.kv_bytes / 1048576.0, anon_overhead / 1048576.0);
     }
     goto out;
 

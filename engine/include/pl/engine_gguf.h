@@ -116,6 +116,9 @@ uint64_t pl_gguf_alignment(const struct pl_gguf *g);
 uint64_t pl_gguf_file_size(const struct pl_gguf *g);
 const void *pl_gguf_base(const struct pl_gguf *g);       /* start of the mapping */
 uint64_t pl_gguf_data_offset(const struct pl_gguf *g);   /* start of the tensor data section */
+/* True when the bytes are this object's own read-only file mapping (pl_gguf_open), false for
+ * a caller's buffer (pl_gguf_open_mem) or NULL. */
+bool pl_gguf_is_mapped(const struct pl_gguf *g);
 
 uint64_t pl_gguf_n_kv(const struct pl_gguf *g);
 const struct pl_gguf_kv *pl_gguf_kv_at(const struct pl_gguf *g, uint64_t i); /* NULL past end */

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/engine_types.h"
@@ -402,6 +403,122 @@ static void test_model_rejects_bad_arguments(void **state) {
     assert_int_equal(pl_model_load("/nonexistent/x.gguf", NULL, &m, NULL, 0), -ENOENT);
 }
 
+/* ---- Weight placement (model_relocate.c) ---- */
+
+/* Logits of the last of 6 fixed tokens, greedy-free: the whole forward pass reads every
+ * weight, so any weight moved wrongly changes them. */
+static void six_token_logits(struct pl_model *m, float *out) {
+    struct pl_ctx_opts co = {.n_ctx = 64, .n_batch = 8, .kv_type = PL_KV_F32};
+    struct pl_ctx *c = NULL;
+    assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+    int32_t tok[6] = {1, 365, 1041, 263, 931, 29892}, pos[6], seq[6] = {0};
+    bool lg[6] = {false, false, false, false, false, true};
+    for (int i = 0; i < 6; i++)
+        pos[i] = i, tok[i] %= (int32_t)pl_model_hparams(m)->n_vocab;
+    struct pl_batch b = {.n = 6, .token = tok, .pos = pos, .seq = seq, .logits = lg};
+    assert_int_equal(pl_ctx_decode(c, &b, out), 0);
+    pl_ctx_free(c);
+}
+
+/* Resident bytes of the mapping that contains addr, from /proc/self/smaps. */
+static uint64_t mapping_rss(const void *addr) {
+    FILE *f = fopen("/proc/self/smaps", "re");
+    assert_non_null(f);
+    char line[512];
+    bool in = false;
+    uint64_t rss = 0;
+    unsigned long long kb;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %llu kB", &kb) == 1)
+            rss = kb << 10;
+    }
+    fclose(f);
+    return rss;
+}
+
+static void test_model_place_weights_keeps_results(void **state) {
+    (void)state;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/stories260K.gguf", g_dir);
+    struct pl_model *ref = NULL;
+    char err[256];
+    assert_int_equal(pl_model_load(path, NULL, &ref, err, sizeof(err)), 0);
+    const uint32_t nv = pl_model_hparams(ref)->n_vocab;
+    float *want = calloc(nv, sizeof(float)), *got = calloc(nv, sizeof(float));
+    assert_non_null(want);
+    assert_non_null(got);
+    six_token_logits(ref, want);
+
+    static const enum pl_weights_mode modes[] = {PL_WEIGHTS_FILE, PL_WEIGHTS_THP,
+                                                 PL_WEIGHTS_AUTO};
+    for (size_t k = 0; k < 2 * sizeof(modes) / sizeof(modes[0]); k++) {
+        const bool from_file = k % 2 == 0;
+        const enum pl_weights_mode mode = modes[k / 2];
+        struct pl_model *m = NULL;
+        struct pl_weights_info wi;
+        if (from_file)
+            assert_int_equal(pl_model_load(path, NULL, &m, err, sizeof(err)), 0);
+        else
+            assert_int_equal(pl_model_load_mem(g_img, g_img_len, NULL, &m, err, sizeof(err)),
+                             0);
+        const struct pl_gguf *g = pl_model_gguf(m);
+        assert_true(pl_gguf_is_mapped(g) == from_file);
+        const uint8_t *sec = (const uint8_t *)pl_gguf_base(g) + pl_gguf_data_offset(g);
+        memset(&wi, 0xa5, sizeof(wi));
+        assert_int_equal(pl_model_place_weights(m, mode, &wi), 0);
+        assert_int_equal(wi.weight_bytes, pl_model_relocate_bytes(m));
+        assert_true(wi.weight_bytes > 0);
+        assert_true(strlen(wi.reason) > 0 && strlen(wi.reason) < sizeof(wi.reason));
+        if (mode == PL_WEIGHTS_FILE) {
+            assert_string_equal(wi.backing, "file");
+            assert_null(wi.base);
+            assert_int_equal(wi.bytes, 0);
+        } else {
+            /* This test may not get huge pages, but anonymous memory it always gets. */
+            assert_true(!strcmp(wi.backing, "hugetlb") || !strcmp(wi.backing, "thp") ||
+                        !strcmp(wi.backing, "anonymous"));
+            if (mode == PL_WEIGHTS_THP)
+                assert_string_not_equal(wi.backing, "hugetlb");
+            assert_non_null(wi.base);
+            assert_int_equal((uintptr_t)wi.base % (2u << 20), 0);
+            assert_int_equal(wi.bytes % (2u << 20), 0);
+            assert_true(wi.bytes >= wi.weight_bytes);
+            if (from_file) /* the copied file pages left this process (before we reread) */
+                assert_in_range(mapping_rss(sec), 0, pl_gguf_data_offset(g) + 2 * 4096);
+            assert_memory_equal(wi.base, sec, wi.weight_bytes);
+        }
+        /* Once only; bad arguments. */
+        assert_int_equal(pl_model_place_weights(m, PL_WEIGHTS_THP, &wi),
+                         mode == PL_WEIGHTS_FILE ? 0 : -EINVAL);
+        six_token_logits(m, got);
+        assert_memory_equal(got, want, (size_t)nv * sizeof(float));
+        pl_model_free(m);
+    }
+    struct pl_weights_info wi;
+    assert_int_equal(pl_model_place_weights(NULL, PL_WEIGHTS_AUTO, &wi), -EINVAL);
+    assert_int_equal(pl_model_place_weights(ref, PL_WEIGHTS_AUTO, NULL), -EINVAL);
+    assert_int_equal(pl_model_place_weights(ref, (enum pl_weights_mode)7, &wi), -EINVAL);
+    assert_false(pl_gguf_is_mapped(NULL));
+    enum pl_weights_mode wm;
+    assert_int_equal(pl_weights_mode_parse("auto", &wm), 0);
+    assert_int_equal(wm, PL_WEIGHTS_AUTO);
+    assert_int_equal(pl_weights_mode_parse("thp", &wm), 0);
+    assert_int_equal(wm, PL_WEIGHTS_THP);
+    assert_int_equal(pl_weights_mode_parse("file", &wm), 0);
+    assert_int_equal(wm, PL_WEIGHTS_FILE);
+    assert_int_equal(pl_weights_mode_parse("huge", &wm), -EINVAL);
+    assert_int_equal(pl_weights_mode_parse("", &wm), -EINVAL);
+    assert_int_equal(pl_weights_mode_parse(NULL, &wm), -EINVAL);
+    free(want);
+    free(got);
+    pl_model_free(ref);
+}
+
 int main(void) {
     const char *data = getenv("PICOLM_TEST_DATA");
     char path[4200];
@@ -426,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_model_rejects_truncated_files),
         cmocka_unit_test(test_model_rejects_bad_arguments),
         cmocka_unit_test(test_model_every_shared_model_loads_and_runs),
+        cmocka_unit_test(test_model_place_weights_keeps_results),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     free(g_img);
