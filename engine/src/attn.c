@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Causal attention over the paged KV cache (see attn.h), with llama.cpp's numerics: scores
- * q.k scaled after the dot product, softmax, then the probabilities times V; with an F16
- * cache the query and the probabilities are rounded to f16 first, as ggml's mul_mat does. */
+/* Causal attention over the paged KV cache (see attn.h): the work split, the kernel choice
+ * and the scalar kernel. Numerics follow llama.cpp where one pass allows: scores q.k scaled
+ * after the dot product; with an F16 cache the query is rounded to f16 before the dot
+ * products and the probabilities before the product with V (as ggml's mul_mat does), except
+ * that the rounded values are the unnormalised exp(s - running max), the division by the
+ * sum coming once at the end. Sums of the exponentials are kept per lane of a block (16
+ * partial sums, added in double at the end), which is also how the vector kernels keep them. */
 #include "attn.h"
 
 #include <errno.h>
@@ -11,14 +15,15 @@
 #include <string.h>
 
 #include "kv.h"
-#include "matmul.h"
 #include "pl/engine_model.h"
 #include "pl/engine_quant.h"
 #include "pl/pl_util.h"
 
-/* f16 -> f32 for every half value: the cache is read element by element in the attention
- * loops, where a call per element would dominate (as ggml's ggml_table_f32_f16). Filled once
- * by pl_attn_init(), read-only afterwards. */
+#define BT PL_KV_BLOCK_TOKENS
+
+/* f16 -> f32 for every half value: the scalar kernel reads the cache element by element,
+ * where a call per element would dominate (as ggml's ggml_table_f32_f16). Filled once by
+ * pl_attn_init(), read-only afterwards. */
 static float fp16_table[1u << 16];
 static pthread_once_t fp16_table_once = PTHREAD_ONCE_INIT;
 
@@ -40,16 +45,26 @@ static inline float round_to_f16(float f) {
     return f;
 }
 
-static void split(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo, uint32_t *ret_hi) {
-    *ret_lo = (uint32_t)((uint64_t)n * ith / nth);
-    *ret_hi = (uint32_t)((uint64_t)n * (ith + 1) / nth);
+/* ---- Kernel choice ---- */
+
+static bool have_avx512;
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    const char *v = getenv("PICOLM_FORCE_SCALAR");
+    if (v && v[0] != '\0' && strcmp(v, "0") != 0)
+        return;
+#ifdef PL_ATTN_HAVE_AVX512
+    __builtin_cpu_init();
+    have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+#endif
 }
 
 int pl_attn_init(struct pl_attn *a, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim,
                  uint32_t n_ctx, uint32_t n_threads, uint32_t kv_type, bool allow_simd) {
     memset(a, 0, sizeof(*a));
-    if (!n_head || !n_head_kv || n_head % n_head_kv || !head_dim || !n_ctx || !n_threads ||
-        (kv_type != PL_KV_F16 && kv_type != PL_KV_F32))
+    if (!n_head || !n_head_kv || n_head % n_head_kv || !head_dim || head_dim > (1u << 16) ||
+        !n_ctx || !n_threads || (kv_type != PL_KV_F16 && kv_type != PL_KV_F32))
         return -EINVAL;
     a->n_head = n_head;
     a->n_head_kv = n_head_kv;
@@ -59,14 +74,36 @@ int pl_attn_init(struct pl_attn *a, uint32_t n_head, uint32_t n_head_kv, uint32_
     a->kv_type = kv_type;
     a->kq_scale = 1.0f / sqrtf((float)head_dim);
     (void)pthread_once(&fp16_table_once, fp16_table_fill);
-    if (allow_simd && head_dim % 16 == 0)
-        a->simd = pl_mm_attn_kernels();
-    /* Per thread: scores [n_ctx], then the query head rounded to the cache type [head_dim]. */
-    a->scratch_stride =
-        PL_ALIGN_UP(((size_t)n_ctx + head_dim) * sizeof(float), (size_t)64);
+    (void)pthread_once(&choose_once, choose);
+    a->item = pl_attn_item_scalar;
+#ifdef PL_ATTN_HAVE_AVX512
+    if (allow_simd && have_avx512 && head_dim % 16 == 0) {
+        a->item = pl_attn_item_avx512;
+        a->simd = true;
+    }
+#else
+    (void)allow_simd;
+#endif
+
+    /* The scratch layout of attn.h, each part 64-byte aligned. */
+    const size_t g = n_head / n_head_kv, hd = head_dim;
+    size_t off = 0;
+#define PART(field, floats)                                                                  \
+    do {                                                                                     \
+        a->field = off;                                                                      \
+        off += PL_ALIGN_UP((size_t)(floats) * sizeof(float), (size_t)64);                    \
+    } while (0)
+    PART(off_q, g * hd);
+    PART(off_k, BT * hd);
+    PART(off_v, BT * hd);
+    PART(off_p, g * BT);
+    PART(off_l, g * BT);
+    PART(off_m, g);
+    PART(off_a, g);
+#undef PART
+    a->scratch_stride = off;
     void *p = NULL;
-    if ((size_t)n_threads > SIZE_MAX / a->scratch_stride ||
-        posix_memalign(&p, 64, (size_t)n_threads * a->scratch_stride) != 0)
+    if ((size_t)n_threads > SIZE_MAX / off || posix_memalign(&p, 64, n_threads * off) != 0)
         return -ENOMEM;
     a->scratch = p;
     return 0;
@@ -77,105 +114,137 @@ void pl_attn_done(struct pl_attn *a) {
     a->scratch = NULL;
 }
 
-/* Attention of query head h of batch entry t over positions [0, pos] of its sequence. */
-static void attend(const struct pl_attn *a, const struct pl_kv *kv, uint32_t il, uint32_t seq,
-                   uint32_t n_kv, const float *qh, float *o, uint32_t h, uint32_t ith) {
-    const uint32_t hd = a->head_dim;
-    const uint32_t kvh = h / (a->n_head / a->n_head_kv);
-    const size_t head_off = (size_t)kvh * hd * (kv->type == PL_KV_F16 ? 2 : 4);
-    float *scores = (float *)(void *)(a->scratch + (size_t)ith * a->scratch_stride);
-    const bool f16 = kv->type == PL_KV_F16;
-    const float *qx = qh;
+/* ---- The scalar kernel ---- */
 
-    /* As ggml's mul_mat: with an F16 cache the query is rounded to f16 first. */
-    if (f16) {
-        float *qr = scores + a->n_ctx;
-        for (uint32_t d = 0; d < hd; d++)
-            qr[d] = fp16_table[pl_f32_to_fp16(qh[d])];
-        qx = qr;
-    }
-
-    /* Scores, scaled after the dot product (ggml_soft_max_ext with scale). */
-    float max = -INFINITY;
-    const struct pl_mm_attn_kernels *ak = f16 ? a->simd : NULL;
-    for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
-        const uint8_t *kb = pl_kv_k_block(kv, il, seq, bi) + head_off;
-        uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
-        if (ak) {
-            ak->kq(kb, kv->row_bytes, n, qx, hd, scores + b0);
-            for (uint32_t s = 0; s < n; s++) {
-                float sc = scores[b0 + s] * a->kq_scale;
-                scores[b0 + s] = sc;
-                max = sc > max ? sc : max;
-            }
-            continue;
-        }
-        for (uint32_t s = 0; s < n; s++) {
-            const void *kr = kb + (size_t)s * kv->row_bytes;
-            float acc = 0.0f;
-            if (f16) {
-                const uint16_t *k16 = kr;
-                for (uint32_t d = 0; d < hd; d++)
-                    acc += fp16_table[k16[d]] * qx[d];
-            } else {
-                const float *k32 = kr;
-                for (uint32_t d = 0; d < hd; d++)
-                    acc += k32[d] * qx[d];
-            }
-            float sc = acc * a->kq_scale;
-            scores[b0 + s] = sc;
-            max = sc > max ? sc : max;
-        }
-    }
-    /* Softmax: exp(x - max) in float, sum in double, one multiply by 1/sum (as
-     * ggml_vec_soft_max_f32 + ggml_vec_scale_f32). */
-    double sum = 0.0;
-    for (uint32_t p = 0; p < n_kv; p++) {
-        float e = expf(scores[p] - max);
-        scores[p] = e;
-        sum += (double)e;
-    }
-    const float inv = (float)(1.0 / sum);
-
-    memset(o, 0, hd * sizeof(float));
-    for (uint32_t b0 = 0, bi = 0; b0 < n_kv; b0 += PL_KV_BLOCK_TOKENS, bi++) {
-        const uint8_t *vb = pl_kv_v_block(kv, il, seq, bi) + head_off;
-        uint32_t n = PL_MIN(PL_KV_BLOCK_TOKENS, n_kv - b0);
-        if (ak) {
-            /* The probabilities rounded to f16 in place (each is read once). */
-            for (uint32_t s = 0; s < n; s++)
-                scores[b0 + s] = round_to_f16(scores[b0 + s] * inv);
-            ak->pv(vb, kv->row_bytes, n, scores + b0, hd, o);
-            continue;
-        }
-        for (uint32_t s = 0; s < n; s++) {
-            const void *vr = vb + (size_t)s * kv->row_bytes;
-            float p = scores[b0 + s] * inv;
-            if (f16) {
-                /* ggml rounds the probabilities to the cache type for the KQ*V product. */
-                p = round_to_f16(p);
-                const uint16_t *v16 = vr;
-                for (uint32_t d = 0; d < hd; d++)
-                    o[d] += p * fp16_table[v16[d]];
-            } else {
-                const float *v32 = vr;
-                for (uint32_t d = 0; d < hd; d++)
-                    o[d] += p * v32[d];
-            }
+/* rows n of a block (rows row_bytes apart, starting at src) as f32, hd apart, into dst. */
+static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd,
+                         bool f16, float *dst) {
+    for (uint32_t s = 0; s < n; s++) {
+        const void *r = src + (size_t)s * row_bytes;
+        float *d = dst + (size_t)s * hd;
+        if (f16) {
+            const uint16_t *r16 = r;
+            for (uint32_t i = 0; i < hd; i++)
+                d[i] = fp16_table[r16[i]];
+        } else {
+            memcpy(d, r, hd * sizeof(float));
         }
     }
 }
 
+void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it) {
+    const struct pl_kv *kv = it->kv;
+    const uint32_t hd = a->head_dim, nq = it->n_q;
+    const bool f16 = kv->type == PL_KV_F16;
+    float *qb = (float *)(void *)(it->scratch + a->off_q);
+    float *kb = (float *)(void *)(it->scratch + a->off_k);
+    float *vb = (float *)(void *)(it->scratch + a->off_v);
+    float *lb = (float *)(void *)(it->scratch + a->off_l);
+    float *mb = (float *)(void *)(it->scratch + a->off_m);
+    const float *q = it->q;
+
+    /* As ggml's mul_mat: with an F16 cache the query is rounded to f16 first. */
+    if (f16) {
+        for (size_t i = 0; i < (size_t)nq * hd; i++)
+            qb[i] = fp16_table[pl_f32_to_fp16(it->q[i])];
+        q = qb;
+    }
+    for (uint32_t h = 0; h < nq; h++) {
+        mb[h] = -INFINITY;
+        for (uint32_t s = 0; s < BT; s++)
+            lb[h * BT + s] = 0.0f;
+    }
+    memset(it->out, 0, (size_t)nq * hd * sizeof(float));
+
+    for (uint32_t b0 = 0, bi = 0; b0 < it->n_kv; b0 += BT, bi++) {
+        const uint32_t n = PL_MIN(BT, it->n_kv - b0);
+        /* Each K and V row of the block is read once for all the group's heads. */
+        block_to_f32(pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n,
+                     hd, f16, kb);
+        block_to_f32(pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n,
+                     hd, f16, vb);
+        for (uint32_t h = 0; h < nq; h++) {
+            const float *qh = q + (size_t)h * hd;
+            float *o = it->out + (size_t)h * hd, *l = lb + h * BT;
+            float sc[BT], p[BT];
+            float bmax = -INFINITY;
+            for (uint32_t s = 0; s < n; s++) {
+                const float *k = kb + (size_t)s * hd;
+                float acc = 0.0f;
+                for (uint32_t d = 0; d < hd; d++)
+                    acc += k[d] * qh[d];
+                sc[s] = acc * a->kq_scale; /* scaled after the dot product, as ggml */
+                bmax = sc[s] > bmax ? sc[s] : bmax;
+            }
+            /* A new maximum rescales what was summed so far. */
+            if (bmax > mb[h]) {
+                const float alpha = expf(mb[h] - bmax); /* 0 on the first block */
+                for (uint32_t s = 0; s < BT; s++)
+                    l[s] *= alpha;
+                for (uint32_t d = 0; d < hd; d++)
+                    o[d] *= alpha;
+                mb[h] = bmax;
+            }
+            for (uint32_t s = 0; s < n; s++) {
+                const float e = expf(sc[s] - mb[h]);
+                l[s] += e;
+                /* ggml rounds the probabilities to the cache type for the product with V. */
+                p[s] = f16 ? round_to_f16(e) : e;
+            }
+            for (uint32_t s = 0; s < n; s++) {
+                const float *v = vb + (size_t)s * hd;
+                for (uint32_t d = 0; d < hd; d++)
+                    o[d] += p[s] * v[d];
+            }
+        }
+    }
+
+    for (uint32_t h = 0; h < nq; h++) {
+        double sum = 0.0;
+        for (uint32_t s = 0; s < BT; s++)
+            sum += (double)lb[h * BT + s];
+        const float inv = (float)(1.0 / sum);
+        float *o = it->out + (size_t)h * hd;
+        for (uint32_t d = 0; d < hd; d++)
+            o[d] *= inv;
+    }
+}
+
+/* ---- The work split ---- */
+
 void pl_attn_run(const struct pl_attn *a, const struct pl_kv *kv, uint32_t il, uint32_t n_tok,
                  const int32_t *pos, const int32_t *seq, const float *q, float *out,
                  uint32_t ith, uint32_t nth) {
-    const size_t q_dim = (size_t)a->n_head * a->head_dim;
-    uint32_t lo, hi;
-    /* One (entry, head) pair per work item. */
-    split(n_tok * a->n_head, ith, nth, &lo, &hi);
-    for (uint32_t it = lo; it < hi; it++) {
-        uint32_t t = it / a->n_head, h = it % a->n_head;
-        size_t off = (size_t)t * q_dim + (size_t)h * a->head_dim;
-        attend(a, kv, il, (uint32_t)seq[t], (uint32_t)pos[t] + 1, q + off, out + off, h, ith);
+    const uint32_t g = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const size_t q_dim = (size_t)a->n_head * hd;
+    const size_t elem = kv->type == PL_KV_F16 ? 2 : 4;
+    const uint64_t groups = (uint64_t)n_tok * a->n_head_kv;
+
+    /* Work items are whole groups (entry, KV head) unless there are fewer than threads
+     * (decode): then each group is cut into the fewest equal parts that give every thread
+     * one, each part reading the group's K/V rows for its own heads. */
+    uint32_t parts = 1;
+    while (parts < g && groups * parts < nth) {
+        parts++;
+        while (g % parts)
+            parts++;
+    }
+    const uint32_t nq = g / parts, per_tok = a->n_head_kv * parts;
+    const uint64_t n_items = groups * parts;
+
+    /* Items are dealt round robin: consecutive entries of a prefill batch attend to
+     * growing prefixes, so contiguous ranges would load the last thread most. */
+    struct pl_attn_item item = {.kv = kv, .il = il, .n_q = nq,
+                                .scratch = a->scratch + (size_t)ith * a->scratch_stride};
+    for (uint64_t i = ith; i < n_items; i += nth) {
+        const uint32_t t = (uint32_t)(i / per_tok), r = (uint32_t)(i % per_tok);
+        const uint32_t kvh = r / parts, h0 = kvh * g + (r % parts) * nq;
+        const size_t off = (size_t)t * q_dim + (size_t)h0 * hd;
+        item.seq = (uint32_t)seq[t];
+        item.n_kv = (uint32_t)pos[t] + 1;
+        item.head_off = (size_t)kvh * hd * elem;
+        item.q = q + off;
+        item.out = out + off;
+        a->item(a, &item);
     }
 }

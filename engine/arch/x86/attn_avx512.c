@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* Attention with AVX-512 (see engine/src/attn.h): one pass over the K and V blocks of a
+ * group of query heads with an online softmax. A block's 16 scores of one head fill one
+ * register: 16 dot-product accumulators (one per token) are folded into it by a transpose
+ * and add tree. With an F16 cache each K and V block is converted to f32 once (F16C) into
+ * scratch and used by every head of the group; an F32 cache is read in place. The product
+ * with V takes two heads at a time so each V row chunk loaded serves both. Numerics as the
+ * scalar kernel in attn.c: query and probabilities rounded to f16 with an F16 cache (here
+ * by the hardware conversions, round to nearest even), sums per lane. exp() is a degree-7
+ * polynomial after the usual reduction by ln 2 (within a few ulp of expf). Compiled with
+ * -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attn.h"
+#include "kv.h"
+#include "pl/engine_model.h"
+#include "pl/pl_util.h"
+
+#define BT PL_KV_BLOCK_TOKENS
+#define INLINE static inline __attribute__((always_inline))
+
+_Static_assert(PL_KV_BLOCK_TOKENS == 16, "a block's scores fill one 16-lane register");
+
+INLINE __m512 round_f16(__m512 x) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* exp(x) for x <= 0; 0 below -104 (where expf is 0 too) and for -inf. */
+INLINE __m512 vexp(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* r = x - n ln2, ln2 split in a part exact in float times n and the rest. */
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820309417e-06f), r);
+    /* |r| <= ln2 / 2: Taylor terms to r^7 leave a relative error below 1e-8. */
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* Lane s of the result = the sum of the lanes of a[s]. */
+INLINE __m512 hsum16(const __m512 a[16]) {
+    __m512 w[8], y[4];
+    /* Pairs: per 128-bit lane (a0 + a2, b0 + b2, a1 + a3, b1 + b3) of a = a[2i], b = a[2i+1]. */
+    for (int i = 0; i < 8; i++)
+        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                             _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    /* Quads: per 128-bit lane, element j the lane's partial sum of token 4i + j. */
+    for (int i = 0; i < 4; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* Across the four 128-bit lanes. */
+    const __m512 a01 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 a23 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Lane s = q . k row s, for the 16 rows of a block (ks floats apart), nc = head_dim / 16. */
+INLINE __m512 scores16(const float *q, const float *k, size_t ks, uint32_t nc) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; s++)
+        acc[s] = _mm512_setzero_ps();
+    for (uint32_t j = 0; j < nc; j++) {
+        const __m512 qj = _mm512_loadu_ps(q + 16 * j);
+#pragma GCC unroll 16
+        for (int s = 0; s < 16; s++)
+            acc[s] = _mm512_fmadd_ps(qj, _mm512_loadu_ps(k + s * ks + 16 * j), acc[s]);
+    }
+    return hsum16(acc);
+}
+
+/* For NH heads (o and p NH * hd, NH * BT floats apart) and NJ 16-float chunks of the
+ * output from chunk j: o = o * alpha[h] + sum over s < n of p[h][s] * v row s. */
+#define DEFINE_PV(NH, NJ)                                                                      \
+    static void pv_##NH##_##NJ(float *o, uint32_t hd, const float *p, const float *alpha,    \
+                               const float *v, size_t vs, uint32_t n, uint32_t j) {          \
+        __m512 acc[NH][NJ];                                                                  \
+        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) {                               \
+            const __m512 al = _mm512_set1_ps(alpha[h]);                                      \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) acc[h][c] = _mm512_mul_ps(  \
+                _mm512_loadu_ps(o + (size_t)h * hd + 16 * (j + c)), al);                     \
+        }                                                                                    \
+        for (uint32_t s = 0; s < n; s++) {                                                   \
+            __m512 ps[NH];                                                                   \
+            _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) ps[h] =                     \
+                _mm512_set1_ps(p[h * BT + s]);                                               \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) {                           \
+                const __m512 vc = _mm512_loadu_ps(v + s * vs + 16 * (j + c));                \
+                _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) acc[h][c] =             \
+                    _mm512_fmadd_ps(ps[h], vc, acc[h][c]);                                   \
+            }                                                                                \
+        }                                                                                    \
+        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++)                                 \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++)                             \
+                _mm512_storeu_ps(o + (size_t)h * hd + 16 * (j + c), acc[h][c]);              \
+    }
+
+DEFINE_PV(2, 8)
+DEFINE_PV(2, 4)
+DEFINE_PV(2, 1)
+DEFINE_PV(1, 8)
+DEFINE_PV(1, 4)
+DEFINE_PV(1, 1)
+
+/* Chunks of 8, then 4, then single, for NH heads. */
+#define PV_COLS(NH, o, hd, p, alpha, v, vs, n)                                               \
+    do {                                                                                     \
+        const uint32_t nc_ = (hd) / 16;                                                      \
+        uint32_t j_ = 0;                                                                     \
+        for (; j_ + 8 <= nc_; j_ += 8)                                                       \
+            pv_##NH##_8(o, hd, p, alpha, v, vs, n, j_);                                      \
+        for (; j_ + 4 <= nc_; j_ += 4)                                                       \
+            pv_##NH##_4(o, hd, p, alpha, v, vs, n, j_);                                      \
+        for (; j_ < nc_; j_++)                                                               \
+            pv_##NH##_1(o, hd, p, alpha, v, vs, n, j_);                                      \
+    } while (0)
+
+/* Block rows [0, n) at src (row_bytes apart, head_dim hd) as f32 rows hd apart in dst,
+ * rows [n, BT) zero. */
+static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd,
+                         bool f16, float *dst) {
+    for (uint32_t s = 0; s < n; s++) {
+        const uint8_t *r = src + (size_t)s * row_bytes;
+        float *d = dst + (size_t)s * hd;
+        if (f16) {
+            for (uint32_t i = 0; i < hd; i += 16)
+                _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                            (const __m256i *)(const void *)(r + 2 * i))));
+        } else {
+            memcpy(d, r, hd * sizeof(float));
+        }
+    }
+    if (n < BT)
+        memset(dst + (size_t)n * hd, 0, (size_t)(BT - n) * hd * sizeof(float));
+}
+
+void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it) {
+    const struct pl_kv *kv = it->kv;
+    const uint32_t hd = a->head_dim, nq = it->n_q, nc = hd / 16;
+    const bool f16 = kv->type == PL_KV_F16;
+    float *qb = (float *)(void *)(it->scratch + a->off_q);
+    float *kb = (float *)(void *)(it->scratch + a->off_k);
+    float *vb = (float *)(void *)(it->scratch + a->off_v);
+    float *pb = (float *)(void *)(it->scratch + a->off_p);
+    float *lb = (float *)(void *)(it->scratch + a->off_l);
+    float *mb = (float *)(void *)(it->scratch + a->off_m);
+    float *ab = (float *)(void *)(it->scratch + a->off_a);
+    const __m512 scale = _mm512_set1_ps(a->kq_scale);
+    const float *q = it->q;
+
+    if (f16) {
+        for (size_t i = 0; i < (size_t)nq * hd; i += 16)
+            _mm512_storeu_ps(qb + i, round_f16(_mm512_loadu_ps(it->q + i)));
+        q = qb;
+    }
+    for (uint32_t h = 0; h < nq; h++) {
+        mb[h] = -INFINITY;
+        _mm512_storeu_ps(lb + h * BT, _mm512_setzero_ps());
+    }
+    memset(it->out, 0, (size_t)nq * hd * sizeof(float));
+
+    for (uint32_t b0 = 0, bi = 0; b0 < it->n_kv; b0 += BT, bi++) {
+        const uint32_t n = PL_MIN(BT, it->n_kv - b0);
+        const __mmask16 valid = (__mmask16)(n == BT ? 0xFFFFu : (1u << n) - 1u);
+        const uint8_t *kr = pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off;
+        const uint8_t *vr = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
+        const float *k = (const float *)(const void *)kr, *v = (const float *)(const void *)vr;
+        size_t ks = kv->row_bytes / sizeof(float), vs = ks;
+
+        /* K as f32 (in place for a full block of an F32 cache). */
+        if (f16 || n < BT) {
+            block_to_f32(kr, kv->row_bytes, n, hd, f16, kb);
+            k = kb;
+            ks = hd;
+        }
+        for (uint32_t h = 0; h < nq; h++) {
+            __m512 sc = _mm512_mul_ps(scores16(q + (size_t)h * hd, k, ks, nc), scale);
+            sc = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), sc);
+            const float bmax = _mm512_reduce_max_ps(sc);
+            __m512 l = _mm512_loadu_ps(lb + h * BT);
+            ab[h] = 1.0f;
+            if (bmax > mb[h]) { /* a new maximum rescales what was summed so far */
+                ab[h] = expf(mb[h] - bmax);
+                l = _mm512_mul_ps(l, _mm512_set1_ps(ab[h]));
+                mb[h] = bmax;
+            }
+            __m512 e = vexp(_mm512_sub_ps(sc, _mm512_set1_ps(mb[h])));
+            e = _mm512_maskz_mov_ps(valid, e);
+            _mm512_storeu_ps(lb + h * BT, _mm512_add_ps(l, e));
+            _mm512_storeu_ps(pb + h * BT, f16 ? round_f16(e) : e);
+        }
+
+        /* V as f32 likewise, then o = o * alpha + p . V, two heads at a time. */
+        if (f16 || n < BT) {
+            block_to_f32(vr, kv->row_bytes, n, hd, f16, vb);
+            v = vb;
+            vs = hd;
+        }
+        uint32_t h = 0;
+        for (; h + 2 <= nq; h += 2)
+            PV_COLS(2, it->out + (size_t)h * hd, hd, pb + h * BT, ab + h, v, vs, n);
+        for (; h < nq; h++)
+            PV_COLS(1, it->out + (size_t)h * hd, hd, pb + h * BT, ab + h, v, vs, n);
+    }
+
+    for (uint32_t h = 0; h < nq; h++) {
+        const double sum = (double)_mm512_reduce_add_ps(_mm512_loadu_ps(lb + h * BT));
+        const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+        float *o = it->out + (size_t)h * hd;
+        for (uint32_t d = 0; d < hd; d += 16)
+            _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), inv));
+    }
+}
