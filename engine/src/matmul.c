@@ -60,10 +60,12 @@ size_t pl_mm_tile_bytes(int64_t n) {
 
 void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
     for (int64_t s = 0; s < n / 256; s++) {
-        memset(pl_mm_tile_qs(tile, n, s, t), 0, 256);
-        memset(pl_mm_tile_da(tile, n, s, t), 0, 8 * sizeof(float));
+        for (uint32_t g = 0; g < 64; g++)
+            memset(pl_mm_lay_qs(tile, n, PL_MM_TILE, s, g, t), 0, 4);
+        for (uint32_t j = 0; j < 8; j++)
+            pl_mm_lay_da(tile, n, PL_MM_TILE, s, j)[t] = 0.0f;
         for (uint32_t j = 0; j < 16; j++)
-            pl_mm_tile_fs(tile, n, s, j)[t] = 0.0f;
+            pl_mm_lay_fs(tile, n, PL_MM_TILE, s, j)[t] = 0.0f;
     }
 }
 

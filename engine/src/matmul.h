@@ -27,7 +27,8 @@ struct pl_mm_tile_kernel {
     /* Repack one activation row xq (act_type, n elements) into slot t of a layout of nt
      * slots. */
     void (*prep)(const void *xq, int64_t n, uint8_t *buf, uint32_t nt, uint32_t t);
-    /* out[r * PL_MM_TILE + t] = w row r . tile slot t, for r < n_rows, every slot. */
+    /* out[r * PL_MM_TILE + t] = w row r . tile slot t, for r < n_rows, every slot (tile
+     * 64-byte aligned). */
     void (*rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                  const uint8_t *tile, float *out);
     /* Decode: out[r] = w row r . vec for r < n_rows, vec a one-slot layout. Same sums per
@@ -37,34 +38,29 @@ struct pl_mm_tile_kernel {
                      const uint8_t *vec, float *out);
 };
 
-/* Layout of nt slots for rows of n_sb = n / 256 super-blocks:
- *   qs  [n_sb][nt][256] int8, in the kernel's lane order;
- *   da  [n_sb][nt][8]   float: the activation scale of each 32-element block;
- *   fs  [n_sb][16][nt]  float: scale x sum of the int8 values of each sub-block of
- *                       `layout` elements (8 or 16 per super-block), for the weights'
- *                       offsets and mins. */
-static inline int8_t *pl_mm_lay_qs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
+/* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's
+ * super-block are 64 groups of 4 in the kernel's lane order (group 16k + l: dword lane l of
+ * the k-th weight register); a group holds the 4 values of every slot side by side, so one
+ * 64-byte load gives 16 slots' values of one group:
+ *   qs  [n_sb][64][nt][4] int8;
+ *   da  [n_sb][8][nt]     float: the activation scale of each 32-element block;
+ *   fs  [n_sb][16][nt]    float: scale x sum of the int8 values of each sub-block of
+ *                         `layout` elements (8 or 16 per super-block), for the weights'
+ *                         offsets and mins.
+ * With nt == 1 (decode vectors) a slot's 256 values and 8 scales are contiguous. */
+static inline int8_t *pl_mm_lay_qs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s, uint32_t g,
                                    uint32_t t) {
     (void)n;
-    return (int8_t *)(buf + ((size_t)s * nt + t) * 256u);
+    return (int8_t *)(buf + (((size_t)s * 64u + g) * nt + t) * 4u);
 }
 static inline float *pl_mm_lay_da(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
-                                  uint32_t t) {
-    return (float *)(void *)(buf + (size_t)(n / 256) * nt * 256u) + ((size_t)s * nt + t) * 8u;
+                                  uint32_t j) {
+    return (float *)(void *)(buf + (size_t)(n / 256) * nt * 256u) + ((size_t)s * 8u + j) * nt;
 }
 static inline float *pl_mm_lay_fs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
                                   uint32_t j) {
     return (float *)(void *)(buf + (size_t)(n / 256) * nt * (256u + 32u)) +
            ((size_t)s * 16u + j) * nt;
-}
-static inline int8_t *pl_mm_tile_qs(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
-    return pl_mm_lay_qs(tile, n, PL_MM_TILE, s, t);
-}
-static inline float *pl_mm_tile_da(uint8_t *tile, int64_t n, int64_t s, uint32_t t) {
-    return pl_mm_lay_da(tile, n, PL_MM_TILE, s, t);
-}
-static inline float *pl_mm_tile_fs(uint8_t *tile, int64_t n, int64_t s, uint32_t j) {
-    return pl_mm_lay_fs(tile, n, PL_MM_TILE, s, j);
 }
 
 /* Bytes of a layout of nt slots for rows of n elements (n % 256 == 0). */

@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* Tiled matrix x matrix kernels with AVX-512 VNNI (see engine/src/matmul.h), for prefill:
- * one weight super-block (256 elements) is unpacked once into four registers of unsigned
- * bytes, laid out so that every 32-bit lane holds elements of one sub-block only, and then
- * multiplied with the 16 tokens of an activation tile by vpdpbusd (4 per token and
- * super-block). Lanes never mix sub-blocks, so the sub-block scales are applied by one
- * float multiply per token and super-block; the weights' offsets and mins (Q4_0's -8,
- * Q8_0's +128 bias, Q6_K's -32, Q4_K's mins) are applied once per row for all 16 tokens
- * through the tile's per-sub-block activation sums. Decode (one token) uses the same
- * unpacking and lane layout with a one-slot layout per token, two weight rows at a time
- * with software prefetch. Q4_0/Q8_0 super-blocks are gathered from their 18/34-byte blocks
- * by word permutes (every field sits at an even offset). Compiled with -mavx512{f,bw,vl,vnni};
- * matmul.c calls it only on CPUs that have them. Integer sums are exact; float rounding
- * differs from the per-row dot products only in the order of additions. */
+/* Tiled matrix x matrix kernels with AVX-512 VNNI (see engine/src/matmul.h). Every weight
+ * super-block (256 elements) is unpacked into four registers of unsigned bytes, laid out so
+ * that every 32-bit lane holds elements of one sub-block only. Prefill (16-token tiles):
+ * the lanes of the tile's registers are tokens instead - each 64-byte group of the tile
+ * holds the same 4 elements of all 16 tokens - so a weight row's 4 bytes of a group are
+ * broadcast and multiplied with the group by one vpdpbusd for 16 tokens. Four rows share
+ * each activation load; the int32 sum of a sub-block is converted and scaled once per
+ * row and 16 tokens, and the results need no horizontal sums. The rows' super-blocks are
+ * unpacked once per tile into a small stack buffer first. The weights' offsets and mins
+ * (Q4_0's -8, Q8_0's +128 bias, Q6_K's -32, Q4_K's mins) are applied through the tile's
+ * per-sub-block activation sums. Decode (one token) uses the same unpacking with a
+ * one-slot layout, two weight rows at a time with software prefetch; the sub-block scales
+ * are then applied by one float multiply per super-block. Q4_0/Q8_0 super-blocks are
+ * gathered from their 18/34-byte blocks by word permutes (every field sits at an even
+ * offset). Compiled with -mavx512{f,bw,vl,vnni}; matmul.c calls it only on CPUs that have
+ * them. Integer sums are exact; float rounding differs from the per-row dot products only
+ * in the order of additions. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -26,60 +30,72 @@ _Static_assert(PL_MM_TILE == 16, "the kernels below hold 16 token accumulators")
 
 /* ---- Activation repacking (once per token and matrix: cost is negligible) ---- */
 
+/* Scatter one slot's 256 values, in lane order, into the groups of super-block s. */
+static inline void put_groups(uint8_t *lay, int64_t n, uint32_t nt, int64_t s, uint32_t t,
+                              const int8_t *q) {
+    if (nt == 1) {
+        memcpy(pl_mm_lay_qs(lay, n, 1, s, 0, 0), q, 256);
+        return;
+    }
+    for (uint32_t g = 0; g < 64; g++)
+        memcpy(pl_mm_lay_qs(lay, n, nt, s, g, t), q + 4 * g, 4);
+}
+
 /* Layout 32 (Q8_K): qword 8k + j of the super-block = qword 4j + k of the source, so lane
  * pair (2j, 2j + 1) of register k holds elements 32j + 8k .. 32j + 8k + 7. */
-static void prep_q8_K_32(const void *xq, int64_t n, uint8_t *tile, uint32_t nt, uint32_t t) {
+static void prep_q8_K_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t) {
     const struct pl_block_q8_K *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
-        int8_t *q = pl_mm_lay_qs(tile, n, nt, s, t);
+        int8_t q[256];
         for (int k = 0; k < 4; k++)
             for (int j = 0; j < 8; j++)
                 memcpy(q + 8 * (8 * k + j), b[s].qs + 8 * (4 * j + k), 8);
-        float *da = pl_mm_lay_da(tile, n, nt, s, t);
-        for (int j = 0; j < 8; j++)
-            da[j] = b[s].d;
+        put_groups(lay, n, nt, s, t, q);
+        for (uint32_t j = 0; j < 8; j++)
+            pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
         for (uint32_t j = 0; j < 16; j++)
-            pl_mm_lay_fs(tile, n, nt, s, j)[t] =
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] =
                 j < 8 ? b[s].d * (float)(b[s].bsums[2 * j] + b[s].bsums[2 * j + 1]) : 0.0f;
     }
 }
 
 /* Layout 16 (Q8_K): dword 16k + j = dword 4j + k of the source, so lane j of register k
  * holds elements 16j + 4k .. 16j + 4k + 3. */
-static void prep_q8_K_16(const void *xq, int64_t n, uint8_t *tile, uint32_t nt, uint32_t t) {
+static void prep_q8_K_16(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t) {
     const struct pl_block_q8_K *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
-        int8_t *q = pl_mm_lay_qs(tile, n, nt, s, t);
+        int8_t q[256];
         for (int k = 0; k < 4; k++)
             for (int j = 0; j < 16; j++)
                 memcpy(q + 4 * (16 * k + j), b[s].qs + 4 * (4 * j + k), 4);
-        float *da = pl_mm_lay_da(tile, n, nt, s, t);
-        for (int j = 0; j < 8; j++)
-            da[j] = b[s].d;
+        put_groups(lay, n, nt, s, t, q);
+        for (uint32_t j = 0; j < 8; j++)
+            pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
         for (uint32_t j = 0; j < 16; j++)
-            pl_mm_lay_fs(tile, n, nt, s, j)[t] = b[s].d * (float)b[s].bsums[j];
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = b[s].d * (float)b[s].bsums[j];
     }
 }
 
 /* Layout 32 (Q8_0): block j of the super-block's 8 feeds lanes 2j, 2j + 1: qword 8k + j =
  * qword k of block j. */
-static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *tile, uint32_t nt, uint32_t t) {
+static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t) {
     const struct pl_block_q8_0 *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
-        int8_t *q = pl_mm_lay_qs(tile, n, nt, s, t);
-        float *da = pl_mm_lay_da(tile, n, nt, s, t);
-        for (int j = 0; j < 8; j++) {
+        int8_t q[256];
+        for (uint32_t j = 0; j < 8; j++) {
             const struct pl_block_q8_0 *bj = &b[8 * s + j];
             int sum = 0;
             for (int k = 0; k < 4; k++)
-                memcpy(q + 8 * (8 * k + j), bj->qs + 8 * k, 8);
+                memcpy(q + 8 * (8 * k + (int)j), bj->qs + 8 * k, 8);
             for (int i = 0; i < PL_QK8_0; i++)
                 sum += bj->qs[i];
-            da[j] = pl_fp16_to_f32_inline(bj->d);
-            pl_mm_lay_fs(tile, n, nt, s, (uint32_t)j)[t] = da[j] * (float)sum;
+            const float d = pl_fp16_to_f32_inline(bj->d);
+            pl_mm_lay_da(lay, n, nt, s, j)[t] = d;
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = d * (float)sum;
         }
+        put_groups(lay, n, nt, s, t, q);
         for (uint32_t j = 8; j < 16; j++)
-            pl_mm_lay_fs(tile, n, nt, s, j)[t] = 0.0f;
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = 0.0f;
     }
 }
 
@@ -249,55 +265,122 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
 
 /* ---- The row kernels ---- */
 
-/* The activation scale of each lane for slot t of super-block s (layout of nt slots). */
-static inline __m512 act_scale(uint8_t *lay, int64_t n, uint32_t nt, int64_t s, uint32_t t,
-                               int act_q8_K) {
-    const float *da = pl_mm_lay_da(lay, n, nt, s, t);
+/* Decode: the activation scale of each lane for super-block s of a one-slot layout. */
+static inline __m512 act_scale(uint8_t *v, int64_t n, int64_t s, int act_q8_K) {
+    const float *da = pl_mm_lay_da(v, n, 1, s, 0);
     if (act_q8_K)
         return _mm512_set1_ps(da[0]);
     const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     return _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_load_ps(da)));
 }
 
-/* For each of n_rows rows: 16 float accumulators (one per token), 4 vpdpbusd per token and
- * super-block, then sum(lanes) minus the offsets/mins term, computed over token lanes. */
-#define DEFINE_ROWS(name, unpack, n_sub, act_q8_K)                                            \
+/* Prefill. Lanes are tokens: the kernel reads one group (4 values of 16 tokens) per load
+ * and multiplies it, by vpdpbusd, with the 4 weight bytes of that group broadcast from each
+ * of R_MAX rows, so one activation load serves R_MAX rows and the int32 sum of a sub-block
+ * is converted once for 16 tokens. The rows' super-blocks are unpacked first, SB_CHUNK at
+ * a time, into a packed_sb array on the stack. */
+#define R_MAX 4u
+#define SB_CHUNK 16
+
+struct packed_sb {
+    uint8_t w[256];  /* the four unpacked registers: group g = bytes 4g .. 4g + 3 */
+    float scale[16]; /* of each lane */
+    float cmin[16];  /* of each sub-block */
+};
+
+static inline void pack_sb(const struct unpacked *u, struct packed_sb *p) {
+    for (int k = 0; k < 4; k++)
+        _mm512_store_si512(p->w + 64 * k, u->w[k]);
+    _mm512_store_ps(p->scale, u->scale);
+    _mm512_store_ps(p->cmin, u->cmin);
+}
+
+static inline __m512i bcast_group(const struct packed_sb *p, uint32_t g) {
+    int32_t v;
+    memcpy(&v, p->w + 4 * g, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* acc[r] (16 tokens) += rows r < nr of chunk [s0, s0 + n_sc) . tile; pk[r * n_sc + c] is
+ * super-block s0 + c of row r. n_sub: sub-blocks per super-block (8: layout 32, 16: layout
+ * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. */
+static inline __attribute__((always_inline)) void
+rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,
+           int64_t s0, uint32_t n_sub, int block_da, __m512 *acc) {
+    for (int64_t c = 0; c < n_sc; c++) {
+        const int64_t s = s0 + c;
+        const int8_t *q = pl_mm_lay_qs(tl, n, T, s, 0, 0);
+        __m512 part[R_MAX];
+        for (uint32_t r = 0; r < nr; r++)
+            part[r] = _mm512_setzero_ps();
+        for (uint32_t j = 0; j < n_sub; j++) {
+            __m512i p[R_MAX];
+            for (uint32_t r = 0; r < nr; r++)
+                p[r] = _mm512_setzero_si512();
+            for (uint32_t k = 0; k < 4; k++)
+                for (uint32_t h = 0; h < 16 / n_sub; h++) {
+                    const uint32_t g = 16 * k + (16 / n_sub) * j + h;
+                    const __m512i a = _mm512_load_si512(q + 64 * g);
+                    for (uint32_t r = 0; r < nr; r++)
+                        p[r] = _mm512_dpbusd_epi32(p[r], bcast_group(&pk[r * n_sc + c], g), a);
+                }
+            const uint32_t lane = (16 / n_sub) * j;
+            if (block_da) {
+                const __m512 da = _mm512_load_ps(pl_mm_lay_da(tl, n, T, s, j));
+                for (uint32_t r = 0; r < nr; r++)
+                    acc[r] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(p[r]),
+                        _mm512_mul_ps(da, _mm512_set1_ps(pk[r * n_sc + c].scale[lane])), acc[r]);
+            } else {
+                for (uint32_t r = 0; r < nr; r++)
+                    part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r]),
+                                              _mm512_set1_ps(pk[r * n_sc + c].scale[lane]),
+                                              part[r]);
+            }
+        }
+        if (!block_da) {
+            const __m512 da = _mm512_load_ps(pl_mm_lay_da(tl, n, T, s, 0));
+            for (uint32_t r = 0; r < nr; r++)
+                acc[r] = _mm512_fmadd_ps(part[r], da, acc[r]);
+        }
+        for (uint32_t j = 0; j < n_sub; j++) {
+            const __m512 fs = _mm512_load_ps(pl_mm_lay_fs(tl, n, T, s, j));
+            for (uint32_t r = 0; r < nr; r++)
+                acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(pk[r * n_sc + c].cmin[j]), fs, acc[r]);
+        }
+    }
+}
+
+#define DEFINE_ROWS(name, unpack, n_sub, block_da)                                            \
+    static inline __attribute__((always_inline)) void name##_group(                           \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, uint8_t *tl,              \
+        struct packed_sb *pk, float *out) {                                                   \
+        const int64_t n_sb = n / 256;                                                         \
+        __m512 acc[R_MAX];                                                                    \
+        for (uint32_t r = 0; r < nr; r++)                                                     \
+            acc[r] = _mm512_setzero_ps();                                                     \
+        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
+            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
+            for (uint32_t r = 0; r < nr; r++)                                                 \
+                for (int64_t c = 0; c < n_sc; c++) {                                          \
+                    struct unpacked u;                                                        \
+                    unpack(w + (size_t)r * row_bytes, s0 + c, &u);                            \
+                    pack_sb(&u, &pk[r * n_sc + c]);                                           \
+                }                                                                             \
+            rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), acc);                    \
+        }                                                                                     \
+        for (uint32_t r = 0; r < nr; r++)                                                     \
+            _mm512_storeu_ps(out + (size_t)r * T, acc[r]);                                    \
+    }                                                                                         \
     static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
                      const uint8_t *tile, float *out) {                                      \
-        const int64_t n_sb = n / 256;                                                         \
+        _Alignas(64) struct packed_sb pk[R_MAX * SB_CHUNK];                                   \
         uint8_t *tl = (uint8_t *)(uintptr_t)tile;                                             \
-        for (uint32_t r = 0; r < n_rows; r++) {                                               \
-            const uint8_t *row = w + (size_t)r * row_bytes;                                   \
-            __m512 acc[T];                                                                    \
-            __m512 mins = _mm512_setzero_ps();                                                \
-            for (uint32_t t = 0; t < T; t++)                                                  \
-                acc[t] = _mm512_setzero_ps();                                                 \
-            for (int64_t s = 0; s < n_sb; s++) {                                              \
-                struct unpacked u;                                                            \
-                float c[16];                                                                  \
-                unpack(row, s, &u);                                                           \
-                _mm512_storeu_ps(c, u.cmin);                                                  \
-                const int8_t *q = pl_mm_tile_qs(tl, n, s, 0);                                 \
-                _Pragma("GCC unroll 16") for (uint32_t t = 0; t < T; t++) {                   \
-                    const int8_t *qt = q + 256 * t;                                           \
-                    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[0],           \
-                                                    _mm512_load_si512(qt));                   \
-                    p = _mm512_dpbusd_epi32(p, u.w[1], _mm512_load_si512(qt + 64));           \
-                    p = _mm512_dpbusd_epi32(p, u.w[2], _mm512_load_si512(qt + 128));          \
-                    p = _mm512_dpbusd_epi32(p, u.w[3], _mm512_load_si512(qt + 192));          \
-                    __m512 sc = _mm512_mul_ps(u.scale,                                        \
-                                              act_scale(tl, n, T, s, t, act_q8_K));           \
-                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[t]);              \
-                }                                                                             \
-                for (uint32_t j = 0; j < (n_sub); j++)                                        \
-                    mins = _mm512_fmadd_ps(_mm512_set1_ps(c[j]),                              \
-                                           _mm512_load_ps(pl_mm_tile_fs(tl, n, s, j)), mins); \
-            }                                                                                 \
-            float m[T];                                                                       \
-            _mm512_storeu_ps(m, mins);                                                        \
-            for (uint32_t t = 0; t < T; t++)                                                  \
-                out[r * T + t] = _mm512_reduce_add_ps(acc[t]) - m[t];                         \
-        }                                                                                     \
+        uint32_t r = 0;                                                                       \
+        for (; r + R_MAX <= n_rows; r += R_MAX)                                               \
+            name##_group(n, w + (size_t)r * row_bytes, row_bytes, R_MAX, tl, pk, out + r * T); \
+        for (; r < n_rows; r++)                                                               \
+            name##_group(n, w + (size_t)r * row_bytes, row_bytes, 1, tl, pk, out + r * T);    \
     }
 
 /* Decode: one token. Two rows at a time so the unpacking of one overlaps the other's
@@ -312,12 +395,12 @@ static inline __m512 act_scale(uint8_t *lay, int64_t n, uint32_t nt, int64_t s, 
         for (size_t o = 0; o < (sb_bytes); o += 64)                                           \
             _mm_prefetch(pf + o, _MM_HINT_T0);                                                \
         unpack(row, s, &u);                                                                   \
-        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0);                                        \
+        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                     \
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[0], _mm512_load_si512(q)); \
         p = _mm512_dpbusd_epi32(p, u.w[1], _mm512_load_si512(q + 64));                        \
         p = _mm512_dpbusd_epi32(p, u.w[2], _mm512_load_si512(q + 128));                       \
         p = _mm512_dpbusd_epi32(p, u.w[3], _mm512_load_si512(q + 192));                       \
-        __m512 sc = _mm512_mul_ps(u.scale, act_scale(v, n, 1, s, 0, act_q8_K));               \
+        __m512 sc = _mm512_mul_ps(u.scale, act_scale(v, n, s, act_q8_K));                     \
         *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, *acc);                              \
         *mins = _mm512_fmadd_ps(u.cmin, _mm512_loadu_ps(pl_mm_lay_fs(v, n, 1, s, 0)), *mins); \
     }                                                                                         \
@@ -346,10 +429,10 @@ static inline __m512 act_scale(uint8_t *lay, int64_t n, uint32_t nt, int64_t s, 
         }                                                                                     \
     }
 
-DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 1)
-DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 1)
-DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 0)
-DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 0)
+DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 0)
+DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 0)
+DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 1)
+DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1)
 DEFINE_VEC_ROWS(vec_q4_K, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
 DEFINE_VEC_ROWS(vec_q6_K, unpack_q6_K, 1, sizeof(struct pl_block_q6_K))
 DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 0, 8 * sizeof(struct pl_block_q4_0))
