@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,21 @@
 /* Batches of fewer entries run "private": see pl_ctx.th_xb. */
 #define PRIV (PL_MM_MIN_TILED_TOK - 1u)
 
+/* Matrix products per forward run, at most: per layer Q, K, V, O, gate, up, down; output. */
+#define MM_PER_LAYER 7u
+#define MM_EXTRA 1u
+
+/* Work shares of one matrix product: threads claim chunks of rows from a counter, so a
+ * thread the OS slowed down takes fewer and all finish together (a static split waits for
+ * the slowest). Aim for this many chunks per thread, of at least ROWS_MIN rows. */
+#define CHUNKS_PER_THREAD 8u
+#define ROWS_MIN 16u
+
+struct mm_counter {
+    _Atomic uint32_t next; /* next chunk to hand out */
+    uint8_t pad[60];       /* one cache line each: the counters are hot */
+};
+
 struct pl_ctx {
     struct pl_model *m;
     struct pl_threadpool *pool;
@@ -45,6 +61,8 @@ struct pl_ctx {
     float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
     struct pl_attn attn;          /* attention shapes, kernels, per-thread scratch */
+    struct mm_counter *mm;        /* [n_mm] chunk counters, zeroed before each run */
+    uint32_t n_mm;
 
     /* Scratch, [n_chunk][...] row-major. */
     float *x;        /* [n_chunk][n_embd] residual stream */
@@ -191,6 +209,44 @@ static bool same_act(const struct pl_weight *a, const struct pl_weight *b) {
     return ta->act_type == tb->act_type && ta->layout == tb->layout;
 }
 
+/* Rows [0, n_rows) of product number *mm_k of this run (every thread numbers the products
+ * alike), handed out in chunks; one thread takes all of them without atomics. */
+struct mm_share {
+    _Atomic uint32_t *next;
+    uint32_t n_rows, rows;
+    bool done;
+};
+
+static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, uint32_t nth,
+                        struct mm_share *ret) {
+    uint32_t k = (*mm_k)++;
+    uint32_t want = nth * CHUNKS_PER_THREAD;
+    *ret = (struct mm_share){.next = NULL, .n_rows = n_rows, .rows = n_rows, .done = false};
+    if (nth == 1 || k >= c->n_mm)
+        return; /* alone (or past the counters, impossible by construction): all rows */
+    ret->next = &c->mm[k].next;
+    ret->rows = PL_ALIGN_UP(PL_MAX((n_rows + want - 1) / want, ROWS_MIN), ROWS_MIN);
+}
+
+static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) {
+    if (!sh->next) {
+        if (sh->done)
+            return false;
+        sh->done = true;
+        *ret_lo = 0;
+        *ret_hi = sh->n_rows;
+        return sh->n_rows > 0;
+    }
+    /* Relaxed: the barriers around each phase order the rows' writes and reads. */
+    uint64_t i = atomic_fetch_add_explicit(sh->next, 1, memory_order_relaxed);
+    uint64_t lo = i * sh->rows;
+    if (lo >= sh->n_rows)
+        return false;
+    *ret_lo = (uint32_t)lo;
+    *ret_hi = (uint32_t)PL_MIN(lo + sh->rows, (uint64_t)sh->n_rows);
+    return true;
+}
+
 /* One projection group sharing an input: weights ws[i] write outs[i] (stride = rows). The
  * input rows [0, n_tok) of src must be complete for this thread's token share [lo, hi)
  * (same split as the caller's producer) - other threads' rows are only read after the
@@ -198,7 +254,7 @@ static bool same_act(const struct pl_weight *a, const struct pl_weight *b) {
 static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, float *const *outs,
                          const float *const *biases, const bool *accumulate, uint32_t n_w,
                          const float *src, size_t src_stride, uint32_t n_tok, uint32_t ith,
-                         uint32_t nth) {
+                         uint32_t nth, uint32_t *mm_k) {
     uint32_t lo, hi;
     const bool priv = is_private(n_tok);
     split(n_tok, ith, nth, &lo, &hi);
@@ -211,10 +267,12 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
         if (!priv)
             pl_threadpool_barrier(c->pool);
         for (j = i; j < n_w && same_act(ws[i], ws[j]); j++) {
+            struct mm_share sh;
             uint32_t r_lo, r_hi;
-            split(ws[j]->n_rows, ith, nth, &r_lo, &r_hi);
-            pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j],
-                           r_lo, r_hi);
+            share_begin(c, mm_k, ws[j]->n_rows, nth, &sh);
+            while (share_next(&sh, &r_lo, &r_hi))
+                pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j],
+                               r_lo, r_hi);
         }
         i = j;
     }
@@ -224,7 +282,7 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
  * the two weights share a type (one activation preparation, no up buffer), else two
  * products and a separate pass. Ends without a barrier. */
 static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float *src,
-                        uint32_t n_tok, uint32_t ith, uint32_t nth) {
+                        uint32_t n_tok, uint32_t ith, uint32_t nth, uint32_t *mm_k) {
     const uint32_t n_embd = c->m->hp.n_embd, n_ff = c->m->hp.n_ff;
     uint32_t lo, hi, r_lo, r_hi;
 
@@ -234,15 +292,17 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float 
         prep_act(c, &l->w_gate, src, n_embd, n_tok, lo, hi, ith, &act);
         if (!is_private(n_tok))
             pl_threadpool_barrier(c->pool);
-        split(n_ff, ith, nth, &r_lo, &r_hi);
-        pl_matmul_swiglu_rows(&l->w_gate, &l->w_up, &act, c->hg, n_ff, r_lo, r_hi);
+        struct mm_share sh;
+        share_begin(c, mm_k, n_ff, nth, &sh);
+        while (share_next(&sh, &r_lo, &r_hi))
+            pl_matmul_swiglu_rows(&l->w_gate, &l->w_up, &act, c->hg, n_ff, r_lo, r_hi);
         return;
     }
     const struct pl_weight *ws[2] = {&l->w_gate, &l->w_up};
     float *outs[2] = {c->hg, c->hu};
     const float *bs[2] = {NULL, NULL};
     const bool acc[2] = {false, false};
-    matmul_group(c, ws, outs, bs, acc, 2, src, n_embd, n_tok, ith, nth);
+    matmul_group(c, ws, outs, bs, acc, 2, src, n_embd, n_tok, ith, nth, mm_k);
     pl_threadpool_barrier(c->pool);
     /* By rows of n_ff (columns of hg), so one token is shared by every thread. */
     split(n_ff, ith, nth, &r_lo, &r_hi);
@@ -292,7 +352,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
     const struct pl_model_hparams *hp = &m->hp;
     const struct pl_batch *b = c->b;
     const uint32_t n = b->n, n_embd = hp->n_embd;
-    uint32_t lo, hi;
+    uint32_t lo, hi, mm_k = 0;
 
     split(n, ith, nth, &lo, &hi);
 
@@ -315,7 +375,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
             float *outs[3] = {c->q, c->k, c->v};
             const float *bs[3] = {l->bq.data, l->bk.data, l->bv.data};
             const bool acc[3] = {false, false, false};
-            matmul_group(c, ws, outs, bs, acc, 3, xn, n_embd, n, ith, nth);
+            matmul_group(c, ws, outs, bs, acc, 3, xn, n_embd, n, ith, nth, &mm_k);
         }
         pl_threadpool_barrier(c->pool);
 
@@ -350,20 +410,20 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
             float *outs[1] = {c->x};
             const float *bs[1] = {l->bo.data};
             const bool acc[1] = {true};
-            matmul_group(c, ws, outs, bs, acc, 1, c->att, c->q_dim, n, ith, nth);
+            matmul_group(c, ws, outs, bs, acc, 1, c->att, c->q_dim, n, ith, nth, &mm_k);
         }
         pl_threadpool_barrier(c->pool);
 
         /* FFN: norm, gate and up, silu(gate) * up, down + residual. */
         xn = norm_rows(c, l->ffn_norm.data, n, lo, hi, ith);
-        ffn_gate_up(c, l, xn, n, ith, nth);
+        ffn_gate_up(c, l, xn, n, ith, nth, &mm_k);
         pl_threadpool_barrier(c->pool);
         {
             const struct pl_weight *ws[1] = {&l->w_down};
             float *outs[1] = {c->x};
             const float *bs[1] = {NULL};
             const bool acc[1] = {true};
-            matmul_group(c, ws, outs, bs, acc, 1, c->hg, hp->n_ff, n, ith, nth);
+            matmul_group(c, ws, outs, bs, acc, 1, c->hg, hp->n_ff, n, ith, nth, &mm_k);
         }
         pl_threadpool_barrier(c->pool);
     }
@@ -387,7 +447,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
         float *outs[1] = {c->out};
         const float *bs[1] = {NULL};
         const bool acc[1] = {false};
-        matmul_group(c, ws, outs, bs, acc, 1, xo, n_embd, c->n_out, ith, nth);
+        matmul_group(c, ws, outs, bs, acc, 1, xo, n_embd, c->n_out, ith, nth, &mm_k);
     }
     /* The pool's final barrier publishes the logits to the caller. */
 }
@@ -414,6 +474,7 @@ void pl_ctx_free(struct pl_ctx *c) {
     free(c->th_vec);
     free(c->th_rope);
     pl_attn_done(&c->attn);
+    free(c->mm);
     free(c->seq_count);
     free(c->out_rows);
     free(c);
@@ -525,10 +586,16 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
             c->th_xq = p;
     }
     c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
+    c->n_mm = hp->n_layer * MM_PER_LAYER + MM_EXTRA;
+    {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, (size_t)c->n_mm * sizeof(*c->mm)) == 0)
+            c->mm = p;
+    }
     c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
-        !c->th_rope || !c->seq_count ||
+        !c->th_rope || !c->seq_count || !c->mm ||
         !c->out_rows || (tile > 0 && (!c->tiles || !c->th_vec)) || !c->th_xb || !c->th_xq) {
         r = -ENOMEM;
         goto fail;
@@ -610,6 +677,9 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
         c->b = &c->chunk;
         c->out = out;
         c->n_out = n_out;
+        if (c->n_threads > 1) /* the run starts after these stores (threadpool.h) */
+            for (uint32_t k = 0; k < c->n_mm; k++)
+                atomic_store_explicit(&c->mm[k].next, 0, memory_order_relaxed);
         pl_threadpool_run(c->pool, forward_thread, c);
         if (n_out)
             out += n_out * n_vocab;
