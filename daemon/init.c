@@ -335,7 +335,7 @@ int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gi
     if (cfg->no_seccomp) {
         pl_log_warn("--no-seccomp: the broker runs WITHOUT its system call filter "
                     "(development only)");
-    } else if ((r = pl_policy_seccomp_broker(&filter)) < 0) {
+    } else if ((r = pl_policy_seccomp_broker_at(pfd, &filter)) < 0) {
         return set_err(err, err_len, r, "cannot build the seccomp filter: %s", pl_strerror(r));
     } else if ((r = pl_daemon_pcache_seccomp(filter)) < 0) {
         seccomp_release(filter);

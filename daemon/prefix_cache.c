@@ -95,9 +95,9 @@ int pl_daemon_pcache_seccomp(void *filter) {
     if ((r = allow_at(filter, "renameat", 0, 2, fd)) < 0 ||
         (r = allow_at(filter, "renameat2", 0, 2, fd)) < 0)
         return r;
-    /* No unlinkat: the broker's table refuses it outright (EACCES), and libseccomp lets an
-     * unconditional rule override a conditional one, so evicted chain files stay on disk
-     * under the lockdown until a restart loads (and replaces) them. TODO(#10) */
+    /* unlinkat(dir, name, 0) for evicted chains is allowed by the broker filter itself
+     * (pl_policy_seccomp_broker_at with this fd): a conditional rule added here would lose
+     * to the table's refusal of every other unlinkat. */
     /* fdatasync(file): the chain is on disk before the rename makes it visible. */
     int nr = seccomp_syscall_resolve_name("fdatasync");
     return nr == __NR_SCMP_ERROR ? 0 : seccomp_rule_add(filter, SCMP_ACT_ALLOW, nr, 0);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -112,7 +113,9 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     REFUSE("socket", EACCES, "NSS lookups on reload probe nscd / systemd-userdb sockets"),
     REFUSE("unlink", EACCES, "drain/exit removes its socket files: the unprivileged broker "
                              "may not (the service manager cleans the runtime directory)"),
-    REFUSE("unlinkat", EACCES, "the same, where libc implements unlink with unlinkat"),
+    REFUSE("unlinkat", EACCES, "the same, where libc implements unlink with unlinkat; "
+                               "allowed in the prefix cache directory only "
+                               "(pl_policy_seccomp_broker_at)"),
     /* Ending */
     ALLOW_IF("tgkill", PL_POLICY_SECCOMP_COND_SELF_PID, 0, "abort() on internal corruption"),
     ALLOW("exit", "a thread ends"),
@@ -174,6 +177,7 @@ const struct pl_policy_seccomp_entry *pl_policy_seccomp_client_table(size_t *ret
 struct fdset {
     const int *io;
     size_t n_io;
+    int unlink_dir; /* broker: the directory fd unlinkat may use, or -1 */
 };
 
 static int add(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n_cmp,
@@ -208,6 +212,23 @@ static int add_entry(scmp_filter_ctx ctx, const struct pl_policy_seccomp_entry *
     int nr = seccomp_syscall_resolve_name(e->name);
     if (nr == __NR_SCMP_ERROR || nr < 0)
         return 0; /* not on this architecture (e.g. open, poll on aarch64) */
+    if (e->how == PL_POLICY_SECCOMP_ERRNO && fds && fds->unlink_dir >= 0 &&
+        !strcmp(e->name, "unlinkat")) {
+        /* Conditional rules only: libseccomp lets an unconditional rule for a syscall win
+         * over conditional ones. Allowed: (dir, any name, 0); refused: every other dir, and
+         * flags (AT_REMOVEDIR) in dir. */
+        const uint32_t refuse = SCMP_ACT_ERRNO((uint32_t)e->errno_value);
+        const scmp_datum_t dir = (scmp_datum_t)(uint32_t)fds->unlink_dir;
+        struct scmp_arg_cmp ok[2] = {SCMP_A0(SCMP_CMP_EQ, dir), SCMP_A2(SCMP_CMP_EQ, 0)};
+        struct scmp_arg_cmp other = SCMP_A0(SCMP_CMP_NE, dir);
+        struct scmp_arg_cmp flags[2] = {SCMP_A0(SCMP_CMP_EQ, dir), SCMP_A2(SCMP_CMP_NE, 0)};
+        int r = add(ctx, SCMP_ACT_ALLOW, nr, 2, ok);
+        if (r == 0)
+            r = add(ctx, refuse, nr, 1, &other);
+        if (r == 0)
+            r = add(ctx, refuse, nr, 2, flags);
+        return r;
+    }
     if (e->how == PL_POLICY_SECCOMP_ERRNO)
         return add(ctx, SCMP_ACT_ERRNO((uint32_t)e->errno_value), nr, 0, NULL);
 
@@ -293,10 +314,15 @@ fail:
 }
 
 int pl_policy_seccomp_broker(scmp_filter_ctx *ret) {
+    return pl_policy_seccomp_broker_at(-1, ret);
+}
+
+int pl_policy_seccomp_broker_at(int unlink_dir_fd, scmp_filter_ctx *ret) {
     if (!ret)
         return -EINVAL;
-    return build(SCMP_ACT_KILL_PROCESS, broker_table, PL_ARRAY_SIZE(broker_table), NULL, NULL, 0,
-                 ret);
+    struct fdset fds = {.io = NULL, .n_io = 0, .unlink_dir = unlink_dir_fd < 0 ? -1 : unlink_dir_fd};
+    return build(SCMP_ACT_KILL_PROCESS, broker_table, PL_ARRAY_SIZE(broker_table), &fds, NULL,
+                 0, ret);
 }
 
 int pl_policy_seccomp_client(unsigned flags, const int *extra_syscalls, size_t n_extra,
@@ -319,7 +345,7 @@ int pl_policy_seccomp_client(unsigned flags, const int *extra_syscalls, size_t n
             return -EINVAL;
     uint32_t def = (flags & PL_POLICY_SECCOMP_CLIENT_KILL) ? SCMP_ACT_KILL_PROCESS
                                                            : SCMP_ACT_ERRNO(EPERM);
-    struct fdset fds = {.io = io_fds, .n_io = n_io_fds};
+    struct fdset fds = {.io = io_fds, .n_io = n_io_fds, .unlink_dir = -1};
     return build(def, client_table, PL_ARRAY_SIZE(client_table), &fds, extra_syscalls, n_extra,
                  ret);
 }

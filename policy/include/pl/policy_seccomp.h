@@ -55,6 +55,11 @@ const struct pl_policy_seccomp_entry *pl_policy_seccomp_client_table(size_t *ret
  * opened read-only only (the policy file on reload, /proc/self/status), and no process can
  * be started. Returns 0 and *ret (caller releases), -ENOMEM, or -errno from libseccomp. */
 int pl_policy_seccomp_broker(scmp_filter_ctx *ret);
+/* The same, plus: unlinkat(unlink_dir_fd, NAME, 0) is allowed, so the broker can remove files
+ * it owns in that one directory (the prefix cache's evicted chains); unlinkat on any other
+ * directory fd or with flags, and unlink, stay refused with EACCES. unlink_dir_fd < 0: as
+ * pl_policy_seccomp_broker(). */
+int pl_policy_seccomp_broker_at(int unlink_dir_fd, scmp_filter_ctx *ret);
 
 /* Client sandbox flags. */
 #define PL_POLICY_SECCOMP_CLIENT_KILL 1u /* default action: kill the process (else EPERM) */

@@ -303,6 +303,86 @@ static int broker_x32_child(void) {
 }
 #endif
 
+/* unlinkat in one directory (the prefix cache's): allowed there with flags 0 only. */
+static char g_unlink_dir[64], g_other_dir[64];
+static int g_unlink_fd = -1, g_other_fd = -1;
+
+static int make_file(int dir, const char *name) {
+    int fd = openat(dir, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    return fd < 0 ? -1 : close(fd);
+}
+
+static int broker_unlink_dir_child(void) {
+    scmp_filter_ctx f = NULL;
+    if (pl_policy_seccomp_broker_at(g_unlink_fd, &f) != 0)
+        return 3;
+    int r = seccomp_load(f);
+    seccomp_release(f);
+    if (r != 0)
+        return 4;
+    if (unlinkat(g_unlink_fd, "evicted", 0) != 0)
+        return 10;
+    errno = 0;
+    if (unlinkat(g_other_fd, "keep", 0) == 0 || errno != EACCES)
+        return 11;
+    errno = 0;
+    if (unlinkat(g_unlink_fd, "sub", AT_REMOVEDIR) == 0 || errno != EACCES)
+        return 12;
+    errno = 0;
+    if (unlinkat(AT_FDCWD, g_other_dir, AT_REMOVEDIR) == 0 || errno != EACCES)
+        return 13;
+    char path[128];
+    (void)snprintf(path, sizeof(path), "%s/keep2", g_unlink_dir);
+    errno = 0;
+    if (unlink(path) == 0 || errno != EACCES) /* unlink(2) itself stays refused */
+        return 14;
+    return 0;
+}
+
+static int broker_no_unlink_dir_child(void) {
+    if (load_broker() != 0)
+        return 3;
+    errno = 0;
+    if (unlinkat(g_unlink_fd, "keep2", 0) == 0 || errno != EACCES)
+        return 10;
+    return 0;
+}
+
+static void test_broker_unlinks_in_its_directory_only(void **state) {
+    (void)state;
+    (void)snprintf(g_unlink_dir, sizeof(g_unlink_dir), "/tmp/pl-seccomp-unlink-XXXXXX");
+    (void)snprintf(g_other_dir, sizeof(g_other_dir), "/tmp/pl-seccomp-other-XXXXXX");
+    assert_non_null(mkdtemp(g_unlink_dir));
+    assert_non_null(mkdtemp(g_other_dir));
+    g_unlink_fd = open(g_unlink_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    g_other_fd = open(g_other_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(g_unlink_fd >= 0 && g_other_fd >= 0);
+    assert_int_equal(make_file(g_unlink_fd, "evicted"), 0);
+    assert_int_equal(make_file(g_unlink_fd, "keep2"), 0);
+    assert_int_equal(make_file(g_other_fd, "keep"), 0);
+    assert_int_equal(mkdirat(g_unlink_fd, "sub", 0700), 0);
+
+    assert_child_ok(broker_no_unlink_dir_child);
+    assert_child_ok(broker_unlink_dir_child);
+    /* What the children did, seen from outside. */
+    assert_int_equal(faccessat(g_unlink_fd, "evicted", F_OK, 0), -1);
+    assert_int_equal(faccessat(g_unlink_fd, "keep2", F_OK, 0), 0);
+    assert_int_equal(faccessat(g_other_fd, "keep", F_OK, 0), 0);
+    assert_int_equal(faccessat(g_unlink_fd, "sub", F_OK, 0), 0);
+
+    (void)unlinkat(g_unlink_fd, "keep2", 0);
+    (void)unlinkat(g_unlink_fd, "sub", AT_REMOVEDIR);
+    (void)unlinkat(g_other_fd, "keep", 0);
+    (void)close(g_unlink_fd);
+    (void)close(g_other_fd);
+    (void)rmdir(g_unlink_dir);
+    (void)rmdir(g_other_dir);
+    scmp_filter_ctx f = (scmp_filter_ctx)(uintptr_t)1;
+    assert_int_equal(pl_policy_seccomp_broker_at(3, NULL), -EINVAL);
+    assert_int_equal(pl_policy_seccomp_broker_at(-1, &f), 0);
+    seccomp_release(f);
+}
+
 static void test_broker_allows_serving_work(void **state) {
     (void)state;
     assert_child_ok(broker_allowed_child);
@@ -482,6 +562,7 @@ int main(void) {
         cmocka_unit_test(test_client_kill_mode),
         cmocka_unit_test(test_broker_allows_serving_work),
         cmocka_unit_test(test_broker_kills_everything_else),
+        cmocka_unit_test(test_broker_unlinks_in_its_directory_only),
     };
     int r = cmocka_run_group_tests_name("policy_seccomp", pure, NULL, NULL);
     if (r != 0)
