@@ -14,8 +14,20 @@
 #include "pl/engine_types.h"
 #include "pl/pl_util.h"
 
-/* Weight rows per block: a block of rows stays in L1/L2 while every token tile passes. */
+/* Per-row dot products and decode vectors: weight rows per block (a block of rows stays in
+ * L1/L2 while every token passes). */
 #define ROW_BLOCK 16u
+
+/* Tiled products: the tiles of a block (at most TILE_BLOCK_BYTES of them, so they stay in
+ * L2) pass over every group of PL_MM_ROWS weight rows, which the kernel unpacks once per
+ * block of tiles. */
+#define TILE_BLOCK_BYTES (512u * 1024u)
+#define TILE_BLOCK_MAX 32u
+
+static uint32_t tile_block(size_t tile_bytes) {
+    size_t tb = TILE_BLOCK_BYTES / tile_bytes;
+    return (uint32_t)PL_MAX(PL_MIN(tb, (size_t)TILE_BLOCK_MAX), (size_t)1);
+}
 
 /* ---- Kernel choice ---- */
 
@@ -102,17 +114,24 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         return;
     }
     if (act->tk) {
-        float tmp[ROW_BLOCK * PL_MM_TILE];
-        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
-            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
-            for (uint32_t t0 = 0; t0 < n_tok; t0 += PL_MM_TILE) {
-                uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+        float tmp[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
+        const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;
+        const uint32_t tb = tile_block(act->tile_bytes);
+        for (uint32_t i0 = 0; i0 < n_tiles; i0 += tb) {
+            const uint32_t ni = PL_MIN(tb, n_tiles - i0);
+            for (uint32_t r0 = r_lo; r0 < r_hi; r0 += PL_MM_ROWS) {
+                const uint32_t nr = PL_MIN(PL_MM_ROWS, r_hi - r0);
                 act->tk->rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
-                              act->tiles + (size_t)(t0 / PL_MM_TILE) * act->tile_bytes, tmp);
-                for (uint32_t t = 0; t < nt; t++)
-                    for (uint32_t r = 0; r < nr; r++)
-                        store(out + (size_t)(t0 + t) * out_stride + r0 + r,
-                              tmp[r * PL_MM_TILE + t], bias, r0 + r, accumulate);
+                              act->tiles + (size_t)i0 * act->tile_bytes, act->tile_bytes, ni,
+                              tmp);
+                for (uint32_t i = 0; i < ni; i++) {
+                    const uint32_t t0 = (i0 + i) * PL_MM_TILE;
+                    const uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+                    for (uint32_t t = 0; t < nt; t++)
+                        for (uint32_t r = 0; r < nr; r++)
+                            store(out + (size_t)(t0 + t) * out_stride + r0 + r,
+                                  tmp[(i * nr + r) * PL_MM_TILE + t], bias, r0 + r, accumulate);
+                }
             }
         }
         return;
@@ -152,18 +171,28 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         return;
     }
     if (act->tk) {
-        float tg[ROW_BLOCK * PL_MM_TILE], tu[ROW_BLOCK * PL_MM_TILE];
-        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
-            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
-            for (uint32_t t0 = 0; t0 < n_tok; t0 += PL_MM_TILE) {
-                uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
-                const uint8_t *tile = act->tiles + (size_t)(t0 / PL_MM_TILE) * act->tile_bytes;
-                act->tk->rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tile, tg);
-                act->tk->rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tile, tu);
-                for (uint32_t t = 0; t < nt; t++)
-                    for (uint32_t r = 0; r < nr; r++)
-                        out[(size_t)(t0 + t) * out_stride + r0 + r] =
-                            silu(tg[r * PL_MM_TILE + t]) * tu[r * PL_MM_TILE + t];
+        float tg[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
+        float tu[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
+        const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;
+        const uint32_t tb = tile_block(act->tile_bytes);
+        for (uint32_t i0 = 0; i0 < n_tiles; i0 += tb) {
+            const uint32_t ni = PL_MIN(tb, n_tiles - i0);
+            const uint8_t *tiles = act->tiles + (size_t)i0 * act->tile_bytes;
+            for (uint32_t r0 = r_lo; r0 < r_hi; r0 += PL_MM_ROWS) {
+                const uint32_t nr = PL_MIN(PL_MM_ROWS, r_hi - r0);
+                act->tk->rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tiles,
+                              act->tile_bytes, ni, tg);
+                act->tk->rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes,
+                              ni, tu);
+                for (uint32_t i = 0; i < ni; i++) {
+                    const uint32_t t0 = (i0 + i) * PL_MM_TILE;
+                    const uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+                    for (uint32_t t = 0; t < nt; t++)
+                        for (uint32_t r = 0; r < nr; r++) {
+                            const size_t k = (i * nr + r) * PL_MM_TILE + t;
+                            out[(size_t)(t0 + t) * out_stride + r0 + r] = silu(tg[k]) * tu[k];
+                        }
+                }
             }
         }
         return;

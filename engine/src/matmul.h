@@ -16,6 +16,7 @@ struct pl_weight;
 
 #define PL_MM_TILE 16u          /* tokens per activation tile */
 #define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: one vector layout per token (decode) */
+#define PL_MM_ROWS 4u           /* weight rows per call of a tiled kernel's rows() */
 
 /* A tiled kernel for one weight type (engine/arch/<isa>/matmul_*.c). Tiles hold super-blocks
  * of 256 elements (n % 256 == 0); the lane layout (layout: sub-blocks of 32 or 16 elements)
@@ -27,10 +28,11 @@ struct pl_mm_tile_kernel {
     /* Repack one activation row xq (act_type, n elements) into slot t of a layout of nt
      * slots. */
     void (*prep)(const void *xq, int64_t n, uint8_t *buf, uint32_t nt, uint32_t t);
-    /* out[r * PL_MM_TILE + t] = w row r . tile slot t, for r < n_rows, every slot (tile
-     * 64-byte aligned). */
+    /* out[(i * n_rows + r) * PL_MM_TILE + t] = w row r . slot t of tile i, for r < n_rows
+     * (1 .. PL_MM_ROWS), i < n_tiles (tiles tile_bytes apart, 64-byte aligned), every
+     * slot. Each row is unpacked once per call, for all its tiles. */
     void (*rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                 const uint8_t *tile, float *out);
+                 const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out);
     /* Decode: out[r] = w row r . vec for r < n_rows, vec a one-slot layout. Same sums per
      * super-block as rows(), so a token gets the same result either way up to the order of
      * the final additions. */

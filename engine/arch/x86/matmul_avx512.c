@@ -278,9 +278,11 @@ static inline __m512 act_scale(uint8_t *v, int64_t n, int64_t s, int act_q8_K) {
  * and multiplies it, by vpdpbusd, with the 4 weight bytes of that group broadcast from each
  * of R_MAX rows, so one activation load serves R_MAX rows and the int32 sum of a sub-block
  * is converted once for 16 tokens. The rows' super-blocks are unpacked first, SB_CHUNK at
- * a time, into a packed_sb array on the stack. */
-#define R_MAX 4u
-#define SB_CHUNK 16
+ * a time, into a packed_sb array on the stack, and then serve every tile of the call. */
+#define R_MAX PL_MM_ROWS
+#define SB_CHUNK 24
+
+_Static_assert(PL_MM_ROWS == 4, "the row kernels handle 1 to 4 rows");
 
 struct packed_sb {
     uint8_t w[256];  /* the four unpacked registers: group g = bytes 4g .. 4g + 3 */
@@ -351,14 +353,14 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
     }
 }
 
+/* Rows r < nr (compile-time constant after inlining) of w times n_tiles tiles: the rows'
+ * super-blocks are unpacked SB_CHUNK at a time and each chunk is used for every tile; with
+ * more than one chunk the partial sums go through out. */
 #define DEFINE_ROWS(name, unpack, n_sub, block_da)                                            \
     static inline __attribute__((always_inline)) void name##_group(                           \
-        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, uint8_t *tl,              \
-        struct packed_sb *pk, float *out) {                                                   \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
+        size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
         const int64_t n_sb = n / 256;                                                         \
-        __m512 acc[R_MAX];                                                                    \
-        for (uint32_t r = 0; r < nr; r++)                                                     \
-            acc[r] = _mm512_setzero_ps();                                                     \
         for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
             const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
             for (uint32_t r = 0; r < nr; r++)                                                 \
@@ -367,20 +369,37 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
                     unpack(w + (size_t)r * row_bytes, s0 + c, &u);                            \
                     pack_sb(&u, &pk[r * n_sc + c]);                                           \
                 }                                                                             \
-            rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), acc);                    \
+            for (uint32_t i = 0; i < n_tiles; i++) {                                          \
+                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
+                float *o = out + (size_t)i * nr * T;                                          \
+                __m512 acc[R_MAX];                                                            \
+                for (uint32_t r = 0; r < nr; r++)                                             \
+                    acc[r] = s0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o + r * T);      \
+                rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), acc);                \
+                for (uint32_t r = 0; r < nr; r++)                                             \
+                    _mm512_storeu_ps(o + r * T, acc[r]);                                      \
+            }                                                                                 \
         }                                                                                     \
-        for (uint32_t r = 0; r < nr; r++)                                                     \
-            _mm512_storeu_ps(out + (size_t)r * T, acc[r]);                                    \
     }                                                                                         \
     static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
-                     const uint8_t *tile, float *out) {                                      \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) { \
         _Alignas(64) struct packed_sb pk[R_MAX * SB_CHUNK];                                   \
-        uint8_t *tl = (uint8_t *)(uintptr_t)tile;                                             \
-        uint32_t r = 0;                                                                       \
-        for (; r + R_MAX <= n_rows; r += R_MAX)                                               \
-            name##_group(n, w + (size_t)r * row_bytes, row_bytes, R_MAX, tl, pk, out + r * T); \
-        for (; r < n_rows; r++)                                                               \
-            name##_group(n, w + (size_t)r * row_bytes, row_bytes, 1, tl, pk, out + r * T);    \
+        switch (n_rows) {                                                                     \
+        case 4:                                                                               \
+            name##_group(n, w, row_bytes, 4, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        case 3:                                                                               \
+            name##_group(n, w, row_bytes, 3, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        case 2:                                                                               \
+            name##_group(n, w, row_bytes, 2, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        case 1:                                                                               \
+            name##_group(n, w, row_bytes, 1, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        default:                                                                              \
+            break;                                                                            \
+        }                                                                                     \
     }
 
 /* Decode: one token. Two rows at a time so the unpacking of one overlaps the other's
