@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the matmul drivers (engine/src/matmul.c) and the tiled kernels they call
+ * (engine/arch/x86/matmul_avx512.c on CPUs with AVX-512 VNNI): pl_matmul_rows() and
+ * pl_matmul_swiglu_rows() on random Q4_0, Q8_0, Q4_K and Q6_K weights, through the tiled
+ * prefill kernels (several tiles, a partial last tile, more than one block of tiles, rows
+ * that are not a multiple of the kernel's row group, rows longer than one unpacked chunk),
+ * the decode vectors (fewer than PL_MM_MIN_TILED_TOK tokens) and the per-row dot products,
+ * each compared with a double-precision product of the dequantized weights and quantized
+ * activations. Bias, accumulate and an output stride wider than the rows are covered too.
+ * Without a tiled kernel for this CPU (or with PICOLM_FORCE_SCALAR=1) only the per-row path
+ * runs. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "matmul.h"
+#include "model_impl.h"
+#include "pl/engine_quant.h"
+#include "pl/engine_types.h"
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+/* A random weight matrix of type t: rows of n elements, with per-row magnitudes that vary
+ * so the scales differ between rows and blocks. */
+struct mat {
+    struct pl_weight w;
+    uint8_t *data;
+    double *deq; /* [rows][n] dequantized */
+};
+
+static void mat_make(struct mat *m, uint32_t type, uint32_t n, uint32_t rows) {
+    const struct pl_quant_kernels *ref = pl_quant_kernels_ref(type);
+    uint64_t rb = 0;
+    assert_non_null(ref);
+    assert_int_equal(pl_type_row_bytes(type, n, &rb), 0);
+    m->data = malloc((size_t)rb * rows);
+    m->deq = malloc(sizeof(double) * n * rows);
+    float *src = malloc(sizeof(float) * n), *back = malloc(sizeof(float) * n);
+    assert_non_null(m->data);
+    assert_non_null(m->deq);
+    assert_non_null(src);
+    assert_non_null(back);
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t i = 0; i < n; i++)
+            src[i] = frand() * (0.5f + (float)((r * 7 + i / 32) % 5)) + 0.1f * frand();
+        ref->from_f32(src, m->data + (size_t)r * rb, n);
+        ref->to_f32(m->data + (size_t)r * rb, back, n);
+        for (uint32_t i = 0; i < n; i++)
+            m->deq[(size_t)r * n + i] = back[i];
+    }
+    free(src);
+    free(back);
+    m->w = (struct pl_weight){.data = m->data, .type = type, .n_cols = n, .n_rows = rows,
+                              .row_bytes = (size_t)rb, .k = pl_quant_kernels(type)};
+    assert_non_null(m->w.k);
+    m->w.vk = pl_quant_kernels(m->w.k->vec_dot_type);
+    assert_non_null(m->w.vk);
+    assert_int_equal(pl_type_row_bytes(m->w.k->vec_dot_type, n, &rb), 0);
+    m->w.act_row_bytes = (size_t)rb;
+}
+
+static void mat_free(struct mat *m) {
+    free(m->data);
+    free(m->deq);
+}
+
+/* Activations for weight w: n_tok random rows quantized to its vec_dot_type (kept
+ * dequantized in deq), repacked for the tiled kernel when there is one (tiled selects the
+ * prefill tiles, else the one-slot decode vectors). */
+struct acts {
+    struct pl_mm_act act;
+    uint8_t *xq, *tiles;
+    double *deq; /* [n_tok][n] */
+};
+
+static void acts_make(struct acts *a, const struct pl_weight *w, uint32_t n_tok) {
+    const uint32_t n = w->n_cols;
+    const struct pl_quant_kernels *ak = pl_quant_kernels_ref(w->k->vec_dot_type);
+    const struct pl_mm_tile_kernel *tk = pl_mm_tile_kernel(w->type, n);
+    float *src = malloc(sizeof(float) * n), *back = malloc(sizeof(float) * n);
+    assert_non_null(src);
+    assert_non_null(back);
+    a->xq = malloc(w->act_row_bytes * n_tok);
+    a->deq = malloc(sizeof(double) * n * n_tok);
+    assert_non_null(a->xq);
+    assert_non_null(a->deq);
+    for (uint32_t t = 0; t < n_tok; t++) {
+        for (uint32_t i = 0; i < n; i++)
+            src[i] = frand() * (1.0f + (float)((t + i / 256) % 3));
+        ak->from_f32(src, a->xq + (size_t)t * w->act_row_bytes, n);
+        ak->to_f32(a->xq + (size_t)t * w->act_row_bytes, back, n);
+        for (uint32_t i = 0; i < n; i++)
+            a->deq[(size_t)t * n + i] = back[i];
+    }
+    free(src);
+    free(back);
+    a->tiles = NULL;
+    a->act = (struct pl_mm_act){.xq = a->xq, .stride = w->act_row_bytes, .tk = tk,
+                                .n_tok = n_tok};
+    if (!tk)
+        return;
+    if (n_tok >= PL_MM_MIN_TILED_TOK) {
+        const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;
+        a->act.tile_bytes = pl_mm_tile_bytes(n);
+        a->tiles = aligned_alloc(64, a->act.tile_bytes * n_tiles);
+        assert_non_null(a->tiles);
+        for (uint32_t t = 0; t < n_tiles * PL_MM_TILE; t++) {
+            uint8_t *tile = a->tiles + (size_t)(t / PL_MM_TILE) * a->act.tile_bytes;
+            if (t < n_tok)
+                tk->prep(a->xq + (size_t)t * w->act_row_bytes, n, tile, PL_MM_TILE,
+                         t % PL_MM_TILE);
+            else
+                pl_mm_tile_clear(n, tile, t % PL_MM_TILE);
+        }
+    } else {
+        a->act.tile_bytes = pl_mm_lay_bytes(n, 1);
+        a->tiles = aligned_alloc(64, a->act.tile_bytes * n_tok);
+        assert_non_null(a->tiles);
+        for (uint32_t t = 0; t < n_tok; t++)
+            tk->prep(a->xq + (size_t)t * w->act_row_bytes, n,
+                     a->tiles + (size_t)t * a->act.tile_bytes, 1, 0);
+    }
+    a->act.tiles = a->tiles;
+}
+
+static void acts_free(struct acts *a) {
+    free(a->xq);
+    free(a->tiles);
+    free(a->deq);
+}
+
+/* sum_i w[r][i] * x[t][i] and sum_i |w[r][i] * x[t][i]| (the error scale). */
+static double dot_ref(const struct mat *m, const struct acts *a, uint32_t r, uint32_t t,
+                      double *ret_abs) {
+    const uint32_t n = m->w.n_cols;
+    double s = 0.0, sa = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        double p = m->deq[(size_t)r * n + i] * a->deq[(size_t)t * n + i];
+        s += p;
+        sa += fabs(p);
+    }
+    *ret_abs = sa;
+    return s;
+}
+
+#define REL_TOL 2e-6 /* of sum |w x|: float accumulation over up to 6400 products */
+
+struct shape {
+    uint32_t n, rows, n_tok, r_lo;
+};
+
+/* Each shape runs with, for every type: per-row r_lo .. rows, out rows stride rows + 3. */
+static const struct shape k_shapes[] = {
+    {256, 13, 5, 1},     /* one tile, partial; row groups of 4 + 3 + ... */
+    {512, 9, 2, 0},      /* decode vectors */
+    {2048, 38, 33, 2},   /* 3 tiles, last one partial */
+    {6400, 11, 70, 0},   /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
+    {768, 22, 1, 5},     /* one token */
+};
+
+static const uint32_t k_types[] = {PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_K,
+                                   PL_GGML_TYPE_Q6_K};
+
+static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
+    struct mat m;
+    struct acts a;
+    const uint32_t stride = sh->rows + 3;
+    mat_make(&m, type, sh->n, sh->rows);
+    acts_make(&a, &m.w, sh->n_tok);
+    float *out = malloc(sizeof(float) * stride * sh->n_tok);
+    float *bias = malloc(sizeof(float) * sh->rows);
+    assert_non_null(out);
+    assert_non_null(bias);
+    for (uint32_t r = 0; r < sh->rows; r++)
+        bias[r] = frand();
+    for (size_t i = 0; i < (size_t)stride * sh->n_tok; i++)
+        out[i] = 1000.0f + (float)(i % 7);
+    pl_matmul_rows(&m.w, &a.act, out, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
+                   sh->rows);
+    for (uint32_t t = 0; t < sh->n_tok; t++)
+        for (uint32_t r = 0; r < stride; r++) {
+            const size_t i = (size_t)t * stride + r;
+            const float init = 1000.0f + (float)(i % 7);
+            if (r < sh->r_lo || r >= sh->rows) {
+                assert_true(out[i] == init); /* outside the rows: untouched */
+                continue;
+            }
+            double sa, want = dot_ref(&m, &a, r, t, &sa);
+            double tol = REL_TOL * sa + 1e-6;
+            if (bias_acc) {
+                want += (double)bias[r] + (double)init;
+                tol += 1e-4; /* float rounding of ~1000 */
+            }
+            if (fabs((double)out[i] - want) > tol)
+                fail_msg("type %u n %u tok %u row %u: got %.9g want %.9g (tol %.3g, %s)", type,
+                         sh->n, t, r, (double)out[i], want, tol,
+                         a.act.tk ? "tiled" : "per-row");
+        }
+    free(out);
+    free(bias);
+    acts_free(&a);
+    mat_free(&m);
+}
+
+static void test_rows(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof(k_types) / sizeof(k_types[0]); i++)
+        for (size_t j = 0; j < sizeof(k_shapes) / sizeof(k_shapes[0]); j++)
+            check_rows(k_types[i], &k_shapes[j], false);
+}
+
+static void test_rows_bias_accumulate(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof(k_types) / sizeof(k_types[0]); i++)
+        for (size_t j = 0; j < sizeof(k_shapes) / sizeof(k_shapes[0]); j++)
+            check_rows(k_types[i], &k_shapes[j], true);
+}
+
+static double silu_d(double x) {
+    return x / (1.0 + exp(-x));
+}
+
+static void test_swiglu(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof(k_types) / sizeof(k_types[0]); i++)
+        for (size_t j = 0; j < sizeof(k_shapes) / sizeof(k_shapes[0]); j++) {
+            const struct shape *sh = &k_shapes[j];
+            struct mat g, u;
+            struct acts a;
+            mat_make(&g, k_types[i], sh->n, sh->rows);
+            mat_make(&u, k_types[i], sh->n, sh->rows);
+            acts_make(&a, &g.w, sh->n_tok);
+            float *out = calloc((size_t)sh->rows * sh->n_tok, sizeof(float));
+            assert_non_null(out);
+            pl_matmul_swiglu_rows(&g.w, &u.w, &a.act, out, sh->rows, sh->r_lo, sh->rows);
+            for (uint32_t t = 0; t < sh->n_tok; t++)
+                for (uint32_t r = sh->r_lo; r < sh->rows; r++) {
+                    double sg, su;
+                    const double gv = dot_ref(&g, &a, r, t, &sg), uv = dot_ref(&u, &a, r, t, &su);
+                    const double want = silu_d(gv) * uv;
+                    /* d(silu(g) u) <= |u| (1.1 dg) + |silu(g)| du */
+                    const double tol = (fabs(uv) * 1.1 * sg + (fabs(gv) + 1.0) * su) * REL_TOL +
+                                       1e-6;
+                    const double got = out[(size_t)t * sh->rows + r];
+                    if (fabs(got - want) > tol)
+                        fail_msg("swiglu type %u n %u tok %u row %u: got %.9g want %.9g",
+                                 k_types[i], sh->n, t, r, got, want);
+                }
+            free(out);
+            acts_free(&a);
+            mat_free(&g);
+            mat_free(&u);
+        }
+}
+
+int main(void) {
+    pl_quant_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_rows_bias_accumulate),
+        cmocka_unit_test(test_swiglu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
