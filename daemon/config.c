@@ -59,6 +59,9 @@ static const struct key keys[] = {
      "requests given a token per step, chosen by policy weight and priority (0: all)"},
     {"log_level", K_LOG, F(log_level), 0, 0, "err, warn, info or debug (live)"},
     {"prefill_chunk", K_U32, F(prefill_chunk), 0, 8192, "prompt tokens per step (live)"},
+    {"stream_coalesce_us", K_U32, F(stream_coalesce_us), 0, 100000,
+     "longest a streamed token waits for later ones so that one client wake-up carries "
+     "several (first tokens and ends never wait; 0: wake per token; default 1000) (live)"},
     {"queue_max", K_U32, F(queue_max), 0, 65536, "requests waiting for KV blocks (live)"},
     {"queue_timeout_ms", K_U32, F(queue_timeout_ms), 0, 3600000, "max wait for KV (live)"},
     {"drain_timeout_ms", K_U32, F(drain_timeout_ms), 0, 3600000, "SIGTERM grace (live)"},
@@ -93,6 +96,7 @@ void pl_daemon_config_defaults(struct pl_daemon_config *c) {
     c->kv_type = PL_KV_F16;
     c->log_level = PL_LOG_INFO;
     c->prefill_chunk = 256;
+    c->stream_coalesce_us = 1000;
     c->prefix_cache_tokens = 8192;
     c->queue_max = 32;
     c->queue_timeout_ms = 10000;

@@ -48,6 +48,7 @@ struct pl_daemon_config {
     /* live: re-read on SIGHUP */
     int log_level;                /* enum pl_log_level */
     uint32_t prefill_chunk;       /* prompt tokens per step over all prefilling requests */
+    uint32_t stream_coalesce_us;  /* a streamed token may wait this long for later ones */
     uint32_t queue_max;           /* requests waiting for KV blocks; 0: fail at once */
     uint32_t queue_timeout_ms;    /* how long such a request may wait */
     uint32_t drain_timeout_ms;    /* SIGTERM: then cancel what still runs */

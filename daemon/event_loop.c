@@ -466,12 +466,14 @@ static void reload(struct pl_daemon *d) {
                     "restart; only the live keys were applied");
     d->cfg.log_level = c.log_level;
     d->cfg.prefill_chunk = c.prefill_chunk ? c.prefill_chunk : 1;
+    d->cfg.stream_coalesce_us = c.stream_coalesce_us;
     d->cfg.queue_max = c.queue_max;
     d->cfg.queue_timeout_ms = c.queue_timeout_ms;
     d->cfg.drain_timeout_ms = c.drain_timeout_ms;
     d->cfg.handshake_timeout_ms = c.handshake_timeout_ms;
     pl_log_set_level((enum pl_log_level)c.log_level);
-    pl_daemon_sched_set_live(d->sched, d->cfg.prefill_chunk, c.queue_max, c.queue_timeout_ms);
+    pl_daemon_sched_set_live(d->sched, d->cfg.prefill_chunk, c.stream_coalesce_us, c.queue_max,
+                             c.queue_timeout_ms);
     pl_log_info("SIGHUP: reloaded %s", d->cfg.config_path);
 }
 

@@ -172,6 +172,7 @@ int main(int argc, char **argv) {
         .n_seq = d->cfg.max_active, .n_ctx = d->n_ctx, .n_batch = d->cfg.batch,
         .kv_tokens = (uint32_t)kv_tokens, .kv_type = d->cfg.kv_type, .cpus = d->cfg.cpus,
         .n_cpus = d->cfg.n_cpus, .prefill_chunk = d->cfg.prefill_chunk,
+        .stream_coalesce_us = d->cfg.stream_coalesce_us,
         .queue_max = d->cfg.queue_max, .queue_timeout_ms = d->cfg.queue_timeout_ms,
         .max_held = max_held, .max_sessions = d->cfg.max_sessions,
         .decode_slots = d->cfg.decode_slots,

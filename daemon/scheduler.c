@@ -49,7 +49,12 @@ struct pl_daemon_sched {
     _Atomic int sleeping;        /* 1 while the scheduler may block on wake_fd */
     _Atomic int kicked;          /* something may have changed: do not sleep */
     _Atomic bool stop;
-    _Atomic uint32_t prefill_chunk, queue_max, queue_timeout_ms;
+    _Atomic uint32_t prefill_chunk, stream_coalesce_us, queue_max, queue_timeout_ms;
+    uint64_t loop_ns;            /* running estimate of one busy loop (step + the rest) */
+    /* Step cost model t = fixed + per_token * n: least squares over the recent steps (sums
+     * decayed per step), for prefill_alone(). */
+    double fit_s0, fit_s1, fit_s2, fit_sy, fit_sxy;
+    bool last_prefill_alone;     /* the last step ran new prompts without the streams */
     bool noticed;                /* notices posted this step: write notify_fd once */
 
     /* Fair share of the decode slots (decode_entries()): policy class, weight, vtime. */
@@ -144,10 +149,13 @@ static void flush_notices(struct pl_daemon_sched *s) {
 
 /* ---- Completion ring writers (this thread only) ---- */
 
-static void mark_dirty(struct pl_daemon_sched *s, struct pl_daemon_session *ss) {
+/* Records were committed to ss's ring; urgent: publish them this step (see publish_dirty). */
+static void mark_dirty(struct pl_daemon_sched *s, struct pl_daemon_session *ss, bool urgent) {
+    ss->cq_urgent |= urgent;
     if (ss->cq_dirty)
         return;
     ss->cq_dirty = true;
+    ss->cq_held_ns = pl_daemon_now_ns();
     if (s->n_dirty < s->max_dirty)
         s->dirty[s->n_dirty++] = ss;
 }
@@ -163,10 +171,11 @@ static int cq_check(struct pl_daemon_sched *s, struct pl_daemon_session *ss, boo
     return r;
 }
 
-/* Pack msg into the session's completion ring. Returns 0, -EAGAIN (ring full: the session
- * stalls), or another negative code (the ring is broken: the client corrupted it). */
+/* Pack msg into the session's completion ring (urgent: see mark_dirty). Returns 0, -EAGAIN
+ * (ring full: the session stalls), or another negative code (the ring is broken: the client
+ * corrupted it). */
 static int put(struct pl_daemon_sched *s, struct pl_daemon_session *ss, uint32_t type,
-               const ProtobufCMessage *msg) {
+               const ProtobufCMessage *msg, bool urgent) {
     size_t len = protobuf_c_message_get_packed_size(msg);
     void *p;
     if (len > pl_ipc_ring_max_payload(&ss->cq))
@@ -175,6 +184,8 @@ static int put(struct pl_daemon_sched *s, struct pl_daemon_session *ss, uint32_t
     int r = cq_check(s, ss, was_broken, pl_ipc_ring_reserve(&ss->cq, (uint32_t)len, &p));
     if (r == -EAGAIN) {
         ss->cq_need = (uint32_t)len;
+        /* What is held back must go out now: the client frees room only after seeing it. */
+        ss->cq_urgent |= ss->cq_dirty;
         return r;
     }
     if (r < 0)
@@ -183,7 +194,7 @@ static int put(struct pl_daemon_sched *s, struct pl_daemon_session *ss, uint32_t
     r = pl_ipc_ring_commit(&ss->cq, type, (uint32_t)len);
     if (r < 0)
         return r;
-    mark_dirty(s, ss);
+    mark_dirty(s, ss, urgent);
     return 0;
 }
 
@@ -213,7 +224,10 @@ static int put_chunk(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
         c.n_top = nt;
         c.top = tp;
     }
-    int r = put(s, q->s, PL_DAEMON_REC_TOKEN_CHUNK, &c.base);
+    /* The first token of a request goes out at once (time to first token); later ones of a
+     * stream may wait a little for more (stream_coalesce_us). */
+    bool first = q->n_out_ids == q->n_gen;
+    int r = put(s, q->s, PL_DAEMON_REC_TOKEN_CHUNK, &c.base, first);
     if (r == 0) {
         q->n_out_ids = q->n_out_text = 0;
         pl_daemon_reqfeat_clear_logprobs(&q->feat);
@@ -238,7 +252,7 @@ static int put_done(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
         e.request_id = q->id;
         e.code = (Picolm__V1__ErrorCode)q->error_code;
         e.message = (char *)q->error_code_msg;
-        return put(s, q->s, PL_DAEMON_REC_ERROR, &e.base);
+        return put(s, q->s, PL_DAEMON_REC_ERROR, &e.base, true);
     }
     Picolm__V1__Done d = PICOLM__V1__DONE__INIT;
     d.request_id = q->id;
@@ -257,7 +271,7 @@ static int put_done(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
                             ? cancel_reason(atomic_load_explicit(&q->cancel_why,
                                                                  memory_order_relaxed))
                             : "");
-    return put(s, q->s, PL_DAEMON_REC_DONE, &d.base);
+    return put(s, q->s, PL_DAEMON_REC_DONE, &d.base, true);
 }
 
 /* ---- Request state ---- */
@@ -424,17 +438,18 @@ static void drop_session(struct pl_daemon_sched *s, struct pl_daemon_session *ss
             s->dirty[i] = s->dirty[--s->n_dirty];
             break;
         }
-    ss->cq_dirty = false;
+    ss->cq_dirty = ss->cq_urgent = false;
     ss->cq_armed = false;
     notice(s, PL_DAEMON_NOTICE_SESSION_RELEASED, ss);
 }
 
-static void handle_cmds(struct pl_daemon_sched *s, uint64_t now) {
+static void handle_cmds(struct pl_daemon_sched *s) {
     struct pl_daemon_msg m;
     while (pl_daemon_spsc_pop(&s->cmdq, &m)) {
         switch (m.kind) {
         case PL_DAEMON_CMD_NEW:
-            admit_new(s, m.ptr, now);
+            /* Not the loop's time: the request may have been received after it. */
+            admit_new(s, m.ptr, pl_daemon_now_ns());
             break;
         case PL_DAEMON_CMD_CLOSE:
             drop_session(s, m.ptr);
@@ -474,7 +489,7 @@ static void handle_outboxes(struct pl_daemon_sched *s) {
             /* A broken ring: the client scribbled on it; its hang-up will follow. */
             ss->outbox_head++;
             if (r == 0)
-                mark_dirty(s, ss);
+                mark_dirty(s, ss, true);
             /* Release: our reads of the slot happen before the event thread reuses it. */
             atomic_store_explicit(&ss->outbox_done, ss->outbox_head, memory_order_release);
             if (atomic_exchange_explicit(&ss->want_outbox_notice, false, memory_order_acq_rel))
@@ -666,13 +681,67 @@ static uint32_t decode_entries(struct pl_daemon_sched *s, uint32_t *rows) {
     return n;
 }
 
+/* ---- Step composition ---- */
+
+#define FIT_DECAY 0.98 /* weight of the older steps in the cost model, per step */
+
+static void cost_observe(struct pl_daemon_sched *s, uint32_t n, uint64_t ns) {
+    double x = n, y = (double)ns;
+    s->fit_s0 = s->fit_s0 * FIT_DECAY + 1;
+    s->fit_s1 = s->fit_s1 * FIT_DECAY + x;
+    s->fit_s2 = s->fit_s2 * FIT_DECAY + x * x;
+    s->fit_sy = s->fit_sy * FIT_DECAY + y;
+    s->fit_sxy = s->fit_sxy * FIT_DECAY + x * y;
+}
+
+/* Do n_dec decode entries cost more than the fixed part of a step (what every step pays
+ * whatever its size: reading the weights, waking the workers)? False while the recent
+ * steps were all of one size (the model cannot tell the two apart yet). */
+static bool decode_costlier_than_step(const struct pl_daemon_sched *s, uint32_t n_dec) {
+    double det = s->fit_s0 * s->fit_s2 - s->fit_s1 * s->fit_s1;
+    if (s->fit_s0 < 4 || det <= 1e-6 * s->fit_s0 * s->fit_s2)
+        return false;
+    double per_token = (s->fit_s0 * s->fit_sxy - s->fit_s1 * s->fit_sy) / det;
+    double fixed = (s->fit_sy - per_token * s->fit_s1) / s->fit_s0;
+    return per_token * n_dec > fixed;
+}
+
+/* Run this step's prompt tokens without the decode entries? A new request waits for its
+ * first token through the step in progress and then its prefill step; with the streams'
+ * tokens in the same step it also waits for them. When those cost more than a step's fixed
+ * part (small models, where a step's cost grows with its tokens), the prefill goes alone and
+ * the streams lose less than the newcomer gains; when the weights dominate (large models),
+ * batching them together costs the newcomer little and saves the streams a step. Only
+ * prompts that finish within the chunk budget go alone (a long prompt is chunked beside the
+ * streams), and never twice in a row (streams are not starved by a flow of new requests). */
+static bool prefill_alone(struct pl_daemon_sched *s, uint32_t budget) {
+    if (s->last_prefill_alone)
+        return false;
+    uint32_t n_pre = 0, n_dec = 0;
+    for (uint32_t i = 0; i < s->n_held; i++) {
+        const struct pl_daemon_req *q = s->held[i];
+        if (q->phase == PL_DAEMON_PHASE_PREFILL)
+            n_pre += q->n_prompt - q->n_fed;
+        else
+            n_dec += decode_ready(q);
+    }
+    if (n_pre == 0 || n_pre > budget || n_pre > s->o.n_batch)
+        return false;
+    if (s->o.decode_slots)
+        n_dec = PL_MIN(n_dec, s->o.decode_slots);
+    return n_dec == 0 || decode_costlier_than_step(s, n_dec);
+}
+
 /* Build and run one batch. Returns the number of entries run. */
 static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
-    uint32_t rows = 0;
-    uint32_t n = decode_entries(s, &rows);
+    uint32_t rows = 0, n = 0;
+    uint32_t budget = atomic_load_explicit(&s->prefill_chunk, memory_order_relaxed);
+    bool alone = prefill_alone(s, budget);
+    s->last_prefill_alone = alone;
+    if (!alone)
+        n = decode_entries(s, &rows);
     /* Prefill: a bounded chunk of prompt tokens per step, oldest request first, so a long
      * prompt never holds back the token streams of the others. */
-    uint32_t budget = atomic_load_explicit(&s->prefill_chunk, memory_order_relaxed);
     for (uint32_t i = 0; i < s->n_held && budget > 0 && n < s->o.n_batch; i++) {
         struct pl_daemon_req *q = s->held[i];
         if (q->phase != PL_DAEMON_PHASE_PREFILL)
@@ -702,6 +771,8 @@ static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
     pl_daemon_stats_observe(s->o.stats, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_HIST_STEP,
                             now - t_step);
     pl_daemon_stats_observe(s->o.stats, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_HIST_BATCH, n);
+    if (r == 0)
+        cost_observe(s, n, now - t_step);
     if (r < 0) {
         /* The accounting guarantees room, so this is our bug: fail the batch, keep going. */
         pl_log_err("forward step of %u tokens failed: %s", n, pl_strerror(r));
@@ -729,17 +800,34 @@ static void retire_finished(struct pl_daemon_sched *s) {
     s->n_held = j;
 }
 
-static void publish_dirty(struct pl_daemon_sched *s) {
+/* Publish the committed records of the sessions in the dirty list, waking clients that
+ * sleep. A session holding only streamed tokens of running requests is skipped while its
+ * oldest record, published at the next opportunity (one loop from now, by the running
+ * estimate), would still have waited no longer than stream_coalesce_us: a client that sleeps
+ * between tokens costs a FUTEX_WAKE here and, on a machine whose cores all run the forward
+ * pass, a preempted engine thread each time it wakes; when tokens come every few tens of
+ * microseconds, one wake-up per window instead of per token is most of the difference to
+ * in-process speed. Slow tokens (a loop longer than the window) never wait. force: publish
+ * everything (before an idle sleep or a long step). */
+static void publish_dirty(struct pl_daemon_sched *s, uint64_t now, bool force) {
+    uint64_t window = (uint64_t)atomic_load_explicit(&s->stream_coalesce_us,
+                                                     memory_order_relaxed) * 1000ull;
+    uint32_t j = 0;
     for (uint32_t i = 0; i < s->n_dirty; i++) {
         struct pl_daemon_session *ss = s->dirty[i];
-        ss->cq_dirty = false;
+        if (!force && !ss->cq_urgent && now + s->loop_ns < ss->cq_held_ns + window &&
+            !atomic_load_explicit(&ss->dead, memory_order_relaxed)) {
+            s->dirty[j++] = ss;
+            continue;
+        }
+        ss->cq_dirty = ss->cq_urgent = false;
         /* Publish even when the session was just marked dead: what is committed is the
          * client's to read after the hang-up (picoctl kill's final Error, Dones), and the
          * region stays mapped until we post SESSION_RELEASED. FUTEX_WAKE only: the client
          * shares its eventfd and could make a write to it block this thread. */
         (void)pl_ipc_doorbell_notify_futex(&ss->cq);
     }
-    s->n_dirty = 0;
+    s->n_dirty = j;
 }
 
 static void publish_stats(struct pl_daemon_sched *s) {
@@ -816,15 +904,19 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, uint64_t n
 }
 
 static void run(struct pl_daemon_sched *s) {
+    uint64_t t_busy = 0; /* start of the last loop that ran a step, 0 after an idle one */
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         uint64_t now = pl_daemon_now_ns();
-        handle_cmds(s, now);
+        if (t_busy) /* busy loop to busy loop: 3/4 of the old estimate, 1/4 of the new */
+            s->loop_ns = s->loop_ns - s->loop_ns / 4 + (now - t_busy) / 4;
+        handle_cmds(s);
         handle_outboxes(s);
         bool stalled = prepare(s, now);
         uint32_t n = step(s, now);
         if (n > 0)
             retire_finished(s);
-        publish_dirty(s);
+        t_busy = n > 0 ? now : 0;
+        publish_dirty(s, pl_daemon_now_ns(), n == 0);
         publish_stats(s);
         flush_notices(s);
         if (n == 0) {
@@ -944,6 +1036,7 @@ int pl_daemon_sched_start(struct pl_model *m, const struct pl_daemon_sched_opts 
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     atomic_init(&s->prefill_chunk, opts->prefill_chunk);
+    atomic_init(&s->stream_coalesce_us, opts->stream_coalesce_us);
     atomic_init(&s->queue_max, opts->queue_max);
     atomic_init(&s->queue_timeout_ms, opts->queue_timeout_ms);
     s->max_dirty = opts->max_sessions;
@@ -1043,9 +1136,11 @@ int pl_daemon_sched_notify_fd(const struct pl_daemon_sched *s) {
 }
 
 void pl_daemon_sched_set_live(struct pl_daemon_sched *s, uint32_t prefill_chunk,
-                              uint32_t queue_max, uint32_t queue_timeout_ms) {
+                              uint32_t stream_coalesce_us, uint32_t queue_max,
+                              uint32_t queue_timeout_ms) {
     atomic_store_explicit(&s->prefill_chunk, prefill_chunk ? prefill_chunk : 1,
                           memory_order_relaxed);
+    atomic_store_explicit(&s->stream_coalesce_us, stream_coalesce_us, memory_order_relaxed);
     atomic_store_explicit(&s->queue_max, queue_max, memory_order_relaxed);
     atomic_store_explicit(&s->queue_timeout_ms, queue_timeout_ms, memory_order_relaxed);
     pl_daemon_sched_kick(s);

@@ -6,7 +6,9 @@
  * one pl_ctx_decode(), samples per request, matches stop strings, and appends TokenChunk /
  * Done / Error records to each client's completion ring, which only this thread writes.
  * A request whose client does not drain its ring stalls alone. Nothing is allocated and no
- * syscall is made per token; the client's doorbell is rung only when it sleeps. */
+ * syscall is made per token; the client's doorbell is rung only when it sleeps, and for a
+ * stream of fast tokens at most once per stream_coalesce_us (a request's first token, its
+ * end and every reply go out at once). */
 #ifndef PL_DAEMON_SCHEDULER_H
 #define PL_DAEMON_SCHEDULER_H
 
@@ -52,6 +54,8 @@ struct pl_daemon_sched_opts {
     const uint32_t *cpus;     /* pin the thread and the engine pool; NULL/0: no pinning */
     uint32_t n_cpus;
     uint32_t prefill_chunk;
+    uint32_t stream_coalesce_us; /* a streamed token may wait this long for later ones so
+                                    that one client wake-up delivers several (0: none) */
     uint32_t queue_max;
     uint32_t queue_timeout_ms;
     uint32_t max_held;        /* request slots over all sessions */
@@ -96,7 +100,8 @@ bool pl_daemon_sched_notice(struct pl_daemon_sched *s, struct pl_daemon_msg *ret
 int pl_daemon_sched_notify_fd(const struct pl_daemon_sched *s);
 /* Live settings. */
 void pl_daemon_sched_set_live(struct pl_daemon_sched *s, uint32_t prefill_chunk,
-                              uint32_t queue_max, uint32_t queue_timeout_ms);
+                              uint32_t stream_coalesce_us, uint32_t queue_max,
+                              uint32_t queue_timeout_ms);
 struct pl_daemon_sched_stats *pl_daemon_sched_stats(struct pl_daemon_sched *s);
 uint32_t pl_daemon_sched_kv_total(const struct pl_daemon_sched *s);
 uint32_t pl_daemon_sched_n_ctx(const struct pl_daemon_sched *s);

@@ -104,6 +104,8 @@ struct pl_daemon_session *pl_daemon_session_open(struct pl_daemon_session_table 
         s->kill_pending = s->kill_notified = false;
         s->kill_deadline_ns = 0;
         s->cq_dirty = s->cq_armed = s->outbox_listed = false;
+        s->cq_urgent = false;
+        s->cq_held_ns = 0;
         s->futex_waits = s->sq_wait_armed = s->cq_wait_armed = false;
         atomic_store_explicit(&s->cq_wait_posted, false, memory_order_relaxed);
         atomic_store_explicit(&s->dead, false, memory_order_relaxed);

@@ -147,6 +147,11 @@ struct pl_daemon_session {
     /* ---- [infer] ---- */
     struct pl_ipc_ring cq;       /* producer end: written by the inference thread only */
     bool cq_dirty;               /* committed records not yet published */
+    bool cq_urgent;              /* among them one to publish (and wake for) this step: a
+                                    request's first token, a Done/Error, a reply, or a ring
+                                    filling up; else only streamed tokens, which may wait up
+                                    to stream_coalesce_us for later ones (scheduler.c) */
+    uint64_t cq_held_ns;         /* when the oldest unpublished record was committed */
     bool cq_armed;               /* NEED_WAKEUP set on cq while we sleep */
     bool outbox_listed;
     uint32_t outbox_head;        /* next slot the scheduler writes out */

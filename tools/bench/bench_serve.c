@@ -32,7 +32,8 @@
 #define MAX_CLIENT_COUNTS 16
 #define MAX_DAEMON_ARGS 16
 #define MAX_CLIENTS 256
-#define ONE_TOKEN_REPS 20
+#define ONE_TOKEN_REPS 50
+#define MAX_REPS 64
 #define DAEMON_START_TIMEOUT_MS 120000
 #define DEFAULT_PROMPT "Once upon a time, there was a little"
 
@@ -66,7 +67,7 @@ struct inproc {
 };
 
 static int inproc_run(const char *model_path, uint32_t n_threads, const char *prompt,
-                      uint32_t n_tokens, struct inproc *ret) {
+                      uint32_t n_tokens, uint32_t reps, struct inproc *ret) {
     char err[256] = "";
     struct pl_model *m = NULL;
     struct pl_ctx *ctx = NULL;
@@ -139,27 +140,32 @@ static int inproc_run(const char *model_path, uint32_t n_threads, const char *pr
     }
     ret->one_token_ns = pct(one, ONE_TOKEN_REPS, 50);
 
-    /* Greedy decode of n_tokens after the prompt: the same work a client asks the broker for. */
-    pl_ctx_seq_clear(ctx, 0);
-    pl_sampler_reset(smp);
-    struct pl_batch b = {.n = (uint32_t)n_prompt, .token = toks, .pos = pos, .seq = seq};
-    r = pl_ctx_decode(ctx, &b, logits);
-    if (r < 0)
-        goto out;
-    int32_t id = pl_sampler_sample(smp, logits);
-    uint64_t t0 = now_ns();
+    /* Greedy decode of n_tokens after the prompt: the same work a client asks the broker for;
+     * the median of reps runs (a run of a small model takes milliseconds: one is noise). */
+    uint64_t rates[MAX_REPS];
     uint32_t n_gen = 0;
-    for (; n_gen + 1 < n_tokens; n_gen++) {
-        pl_sampler_accept(smp, id);
-        int32_t p = (int32_t)(n_prompt + n_gen), s = 0;
-        struct pl_batch one_b = {.n = 1, .token = &id, .pos = &p, .seq = &s};
-        r = pl_ctx_decode(ctx, &one_b, logits);
+    for (uint32_t rep = 0; rep < reps; rep++) {
+        pl_ctx_seq_clear(ctx, 0);
+        pl_sampler_reset(smp);
+        struct pl_batch b = {.n = (uint32_t)n_prompt, .token = toks, .pos = pos, .seq = seq};
+        r = pl_ctx_decode(ctx, &b, logits);
         if (r < 0)
             goto out;
-        id = pl_sampler_sample(smp, logits);
+        int32_t id = pl_sampler_sample(smp, logits);
+        uint64_t t0 = now_ns();
+        for (n_gen = 0; n_gen + 1 < n_tokens; n_gen++) {
+            pl_sampler_accept(smp, id);
+            int32_t p = (int32_t)(n_prompt + n_gen), s = 0;
+            struct pl_batch one_b = {.n = 1, .token = &id, .pos = &p, .seq = &s};
+            r = pl_ctx_decode(ctx, &one_b, logits);
+            if (r < 0)
+                goto out;
+            id = pl_sampler_sample(smp, logits);
+        }
+        uint64_t dt = now_ns() - t0;
+        rates[rep] = dt ? (uint64_t)((double)n_gen * 1e12 / (double)dt) : 0; /* milli-tok/s */
     }
-    uint64_t dt = now_ns() - t0;
-    ret->decode_tok_s = dt ? (double)n_gen * 1e9 / (double)dt : 0;
+    ret->decode_tok_s = (double)pct(rates, reps, 50) / 1e3;
     ret->n_prompt = (uint32_t)n_prompt;
     ret->n_gen = n_gen + 1;
     r = 0;
@@ -191,7 +197,9 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
         return -errno;
     (void)snprintf(d->sock, sizeof(d->sock), "%s/picolm.sock", d->dir);
     char sessions[16], active[16], ctx[16];
-    (void)snprintf(sessions, sizeof(sessions), "%u", max_clients + 4);
+    /* Twice the clients: the sessions of one round may still be closing when the next one
+     * connects. */
+    (void)snprintf(sessions, sizeof(sessions), "%u", 2 * max_clients + 4);
     (void)snprintf(active, sizeof(active), "%u", max_clients);
     (void)snprintf(ctx, sizeof(ctx), "%u", n_ctx);
     fflush(NULL);
@@ -265,7 +273,7 @@ struct client_rec {
     uint32_t n_tokens;
     uint32_t n_itl;          /* gaps recorded */
     uint32_t reserved;
-    uint64_t t_start, t_first, t_end;
+    uint64_t t_start, t_first, t_last, t_end; /* submit, first and last token, return */
     uint64_t itl[];          /* [max tokens] per-token gaps after the first token, ns */
 };
 
@@ -301,6 +309,7 @@ static int on_chunk(void *user, const struct picolm_chunk *ch) {
             s->rec->itl[s->rec->n_itl++] = gap;
     }
     s->rec->n_tokens += (uint32_t)ch->n_ids;
+    s->rec->t_last = t;
     s->last = t;
     return 0;
 }
@@ -344,6 +353,7 @@ struct round {
     uint32_t n_failed;
     double aggregate_tok_s;
     double client_tok_s_mean, client_tok_s_min;
+    double decode_tok_s_mean; /* per client: tokens after the first / first to last token */
     uint64_t ttft_p50, ttft_p99, itl_p50, itl_p99;
 };
 
@@ -392,7 +402,7 @@ static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round 
         return -ENOMEM;
     }
     size_t n_ttft = 0, n_itl = 0;
-    double sum_rate = 0;
+    double sum_rate = 0, sum_decode = 0;
     for (uint32_t i = 0; i < n_clients; i++) {
         struct client_rec *r = rec_at(rc, i);
         if (r->status != PICOLM_OK || !r->t_first) {
@@ -406,6 +416,8 @@ static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round 
         total += r->n_tokens;
         double rate = (double)r->n_tokens * 1e9 / (double)(r->t_end - r->t_start);
         sum_rate += rate;
+        if (r->n_tokens > 1 && r->t_last > r->t_first)
+            sum_decode += (double)(r->n_tokens - 1) * 1e9 / (double)(r->t_last - r->t_first);
         if (rate < ret->client_tok_s_min)
             ret->client_tok_s_min = rate;
         ttft[n_ttft++] = r->t_first - r->t_start;
@@ -416,6 +428,7 @@ static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round 
     if (ok) {
         ret->aggregate_tok_s = (double)total * 1e9 / (double)(t1 - t0);
         ret->client_tok_s_mean = sum_rate / ok;
+        ret->decode_tok_s_mean = sum_decode / ok;
     } else {
         ret->client_tok_s_min = 0;
     }
@@ -428,19 +441,54 @@ static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round 
     return 0;
 }
 
-/* 1-token requests, one at a time, over one connection: median end to end. */
-static int one_token_latency(const char *sock, const char *prompt, uint64_t *ret_ns) {
+static int cmp_round(const void *a, const void *b) {
+    double x = ((const struct round *)a)->aggregate_tok_s;
+    double y = ((const struct round *)b)->aggregate_tok_s;
+    return x < y ? -1 : x > y;
+}
+
+/* reps rounds of n_clients: the one of median aggregate tok/s (a round of a small model
+ * lasts milliseconds, and one is at the mercy of whatever else the machine runs). */
+static int run_rounds(const struct run_ctx *rc, uint32_t n_clients, uint32_t reps,
+                      struct round *ret) {
+    struct round v[MAX_REPS];
+    for (uint32_t i = 0; i < reps; i++) {
+        if (i)
+            usleep(10000); /* the last round's hang-ups reach the broker */
+        int r = run_round(rc, n_clients, &v[i]);
+        if (r < 0)
+            return r;
+        if (v[i].n_failed) {
+            *ret = v[i];
+            return 0;
+        }
+    }
+    qsort(v, reps, sizeof(v[0]), cmp_round);
+    *ret = v[reps / 2];
+    return 0;
+}
+
+/* 1-token requests, one at a time, over one connection: median end to end, and the medians
+ * of the broker's own view (receipt to first scheduled step, receipt to the token). */
+struct one_token {
+    uint64_t total_ns, broker_queue_ns, broker_ttft_ns;
+};
+
+static int one_token_latency(const char *sock, const char *prompt, struct one_token *ret) {
     picolm_client *c;
     int r = picolm_connect(sock, &c);
     if (r != PICOLM_OK)
         return r;
     struct picolm_generate_params p;
     fill_params(&p, prompt, 1);
-    uint64_t v[ONE_TOKEN_REPS];
+    uint64_t v[ONE_TOKEN_REPS], vq[ONE_TOKEN_REPS], vt[ONE_TOKEN_REPS];
     for (int i = 0; i < ONE_TOKEN_REPS; i++) {
+        struct picolm_result res = {.size = sizeof(res)};
         uint64_t t0 = now_ns();
-        r = picolm_generate(c, &p, NULL, NULL, NULL);
+        r = picolm_generate(c, &p, NULL, NULL, &res);
         v[i] = now_ns() - t0;
+        vq[i] = res.queue_ns;
+        vt[i] = res.ttft_ns;
         if (r != PICOLM_OK) {
             fprintf(stderr, "picolm-bench serve: 1-token request: %s: %s\n",
                     picolm_strerror(r), picolm_last_error(c));
@@ -449,13 +497,15 @@ static int one_token_latency(const char *sock, const char *prompt, uint64_t *ret
         }
     }
     picolm_close(c);
-    *ret_ns = pct(v, ONE_TOKEN_REPS, 50);
+    ret->total_ns = pct(v, ONE_TOKEN_REPS, 50);
+    ret->broker_queue_ns = pct(vq, ONE_TOKEN_REPS, 50);
+    ret->broker_ttft_ns = pct(vt, ONE_TOKEN_REPS, 50);
     return PICOLM_OK;
 }
 
 /* ---- TTFT of a short request while other clients stream ---- */
 
-#define TTFT_REPS 10
+#define TTFT_REPS 40
 
 static int first_chunk_time(void *user, const struct picolm_chunk *ch) {
     uint64_t *t = user;
@@ -464,21 +514,26 @@ static int first_chunk_time(void *user, const struct picolm_chunk *ch) {
     return 0;
 }
 
-/* Median time to the first streamed token of a 2-token request on connection c. */
-static int ttft_median(picolm_client *c, const char *prompt, uint64_t *ret_ns) {
+/* Median time from the submission to the first streamed token of a 2-token request on
+ * connection c (ret_ns[0]), and the broker's median from its receipt to that token
+ * (ret_ns[1]). */
+static int ttft_median(picolm_client *c, const char *prompt, uint64_t ret_ns[2]) {
     struct picolm_generate_params p;
     fill_params(&p, prompt, 2);
-    uint64_t v[TTFT_REPS];
+    uint64_t v[TTFT_REPS], vb[TTFT_REPS];
     for (int i = 0; i < TTFT_REPS; i++) {
+        struct picolm_result res = {.size = sizeof(res)};
         uint64_t t_first = 0, t0 = now_ns();
-        int r = picolm_generate(c, &p, first_chunk_time, &t_first, NULL);
+        int r = picolm_generate(c, &p, first_chunk_time, &t_first, &res);
         if (r != PICOLM_OK || !t_first) {
             fprintf(stderr, "picolm-bench serve: TTFT request: %s\n", picolm_strerror(r));
             return r != PICOLM_OK ? r : PICOLM_E_PROTOCOL;
         }
         v[i] = t_first - t0;
+        vb[i] = res.ttft_ns;
     }
-    *ret_ns = pct(v, TTFT_REPS, 50);
+    ret_ns[0] = pct(v, TTFT_REPS, 50);
+    ret_ns[1] = pct(vb, TTFT_REPS, 50);
     return PICOLM_OK;
 }
 
@@ -499,8 +554,8 @@ static void bg_client_main(const struct run_ctx *rc, uint32_t *started, uint32_t
 
 /* TTFT of a short streamed request with the daemon idle, then while n_bg other clients
  * stream (each generating back to back); medians of TTFT_REPS. */
-static int loaded_ttft(const struct run_ctx *rc, uint32_t n_bg, uint64_t *ret_idle,
-                       uint64_t *ret_loaded) {
+static int loaded_ttft(const struct run_ctx *rc, uint32_t n_bg, uint64_t ret_idle[2],
+                       uint64_t ret_loaded[2]) {
     picolm_client *c;
     int r = picolm_connect(rc->sock, &c);
     if (r != PICOLM_OK)
@@ -563,7 +618,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N] [--threads N]\n"
             "                          [--prompt TEXT] [--picolmd PATH] [--daemon-arg ARG]...\n"
-            "                          [--loaded-ttft N] [--json]\n"
+            "                          [--loaded-ttft N] [--reps N] [--json]\n"
             "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
             "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
             "  --tokens N      tokens each client generates (default 64)\n"
@@ -573,7 +628,9 @@ static void usage(FILE *f) {
             "  --picolmd PATH  broker binary (default: picolmd beside this program)\n"
             "  --daemon-arg A  pass A on to picolmd (repeat: --daemon-arg --cpus --daemon-arg 0)\n"
             "  --loaded-ttft N also: TTFT of a short streamed request idle and while N other\n"
-            "                  clients stream (medians of 10)\n"
+            "                  clients stream (medians of 40)\n"
+            "  --reps N        in-process decode runs and rounds per client count; the median\n"
+            "                  is reported (default 5)\n"
             "  --json          one JSON object on stdout instead of text\n");
 }
 
@@ -629,7 +686,7 @@ int bench_serve_main(int argc, char **argv) {
     default_picolmd(picolmd, sizeof(picolmd));
     uint32_t counts[MAX_CLIENT_COUNTS] = {1, 2, 4, 8, 16};
     size_t n_counts = 5;
-    uint32_t n_tokens = 64, n_threads = 0, loaded_n = 0;
+    uint32_t n_tokens = 64, n_threads = 0, loaded_n = 0, reps = 5;
     bool json = false;
     char *daemon_args[MAX_DAEMON_ARGS];
     size_t n_daemon_args = 0;
@@ -659,6 +716,8 @@ int bench_serve_main(int argc, char **argv) {
             bad = parse_u32(v, 0, 512, &n_threads) < 0;
         else if (!bad && !strcmp(a, "--tokens"))
             bad = parse_u32(v, 2, 1u << 16, &n_tokens) < 0;
+        else if (!bad && !strcmp(a, "--reps"))
+            bad = parse_u32(v, 1, MAX_REPS, &reps) < 0;
         else if (!bad && !strcmp(a, "--loaded-ttft"))
             bad = parse_u32(v, 1, MAX_CLIENTS - 1, &loaded_n) < 0;
         else
@@ -686,7 +745,7 @@ int bench_serve_main(int argc, char **argv) {
 
     /* The baseline first, alone on the machine, then the model is freed again. */
     struct inproc ip = {0};
-    if (inproc_run(model, n_threads, prompt, n_tokens, &ip) < 0)
+    if (inproc_run(model, n_threads, prompt, n_tokens, reps, &ip) < 0)
         return 1;
 
     struct run_ctx rc = {.prompt = prompt, .n_tokens = n_tokens};
@@ -706,35 +765,42 @@ int bench_serve_main(int argc, char **argv) {
 
     struct round rounds[MAX_CLIENT_COUNTS];
     for (size_t i = 0; i < n_counts; i++) {
-        if (run_round(&rc, counts[i], &rounds[i]) < 0) {
+        if (run_rounds(&rc, counts[i], reps, &rounds[i]) < 0) {
             fprintf(stderr, "picolm-bench serve: round with %u clients failed\n", counts[i]);
             goto out;
         }
     }
-    uint64_t one_ns = 0;
-    if (one_token_latency(d.sock, prompt, &one_ns) != PICOLM_OK)
+    struct one_token one = {0};
+    if (one_token_latency(d.sock, prompt, &one) != PICOLM_OK)
         goto out;
-    uint64_t ttft_idle = 0, ttft_loaded = 0;
-    if (loaded_n && loaded_ttft(&rc, loaded_n, &ttft_idle, &ttft_loaded) != PICOLM_OK)
+    uint64_t ttft_idle_v[2] = {0}, ttft_loaded_v[2] = {0};
+    if (loaded_n && loaded_ttft(&rc, loaded_n, ttft_idle_v, ttft_loaded_v) != PICOLM_OK)
         goto out;
 
+    uint64_t ttft_idle = ttft_idle_v[0], ttft_loaded = ttft_loaded_v[0];
     if (json) {
         printf("{\"model\":");
         print_json_str(model);
         printf(",\"tokens\":%u,\"prompt_tokens\":%u,"
                "\"inproc_decode_tok_s\":%.2f,\"inproc_one_token_ns\":%" PRIu64
-               ",\"daemon_one_token_ns\":%" PRIu64 ",\"loaded_clients\":%u,"
-               "\"ttft_idle_ns\":%" PRIu64 ",\"ttft_loaded_ns\":%" PRIu64 ",\"rounds\":[",
-               n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one_ns, loaded_n,
-               ttft_idle, ttft_loaded);
+               ",\"daemon_one_token_ns\":%" PRIu64 ",\"daemon_one_token_broker_queue_ns\":%"
+               PRIu64 ",\"daemon_one_token_broker_ttft_ns\":%" PRIu64 ",\"loaded_clients\":%u,"
+               "\"ttft_idle_ns\":%" PRIu64 ",\"ttft_loaded_ns\":%" PRIu64
+               ",\"ttft_idle_broker_ns\":%" PRIu64 ",\"ttft_loaded_broker_ns\":%" PRIu64
+               ",\"rounds\":[",
+               n_tokens, ip.n_prompt, ip.decode_tok_s, ip.one_token_ns, one.total_ns,
+               one.broker_queue_ns, one.broker_ttft_ns, loaded_n,
+               ttft_idle, ttft_loaded, ttft_idle_v[1], ttft_loaded_v[1]);
         for (size_t i = 0; i < n_counts; i++) {
             const struct round *r = &rounds[i];
             printf("%s{\"clients\":%u,\"failed\":%u,\"aggregate_tok_s\":%.2f,"
-                   "\"client_tok_s_mean\":%.2f,\"client_tok_s_min\":%.2f,\"ttft_p50_ns\":%" PRIu64
+                   "\"client_tok_s_mean\":%.2f,\"client_tok_s_min\":%.2f,"
+                   "\"decode_tok_s_mean\":%.2f,\"ttft_p50_ns\":%" PRIu64
                    ",\"ttft_p99_ns\":%" PRIu64 ",\"itl_p50_ns\":%" PRIu64
                    ",\"itl_p99_ns\":%" PRIu64 "}",
                    i ? "," : "", r->n_clients, r->n_failed, r->aggregate_tok_s,
-                   r->client_tok_s_mean, r->client_tok_s_min, r->ttft_p50, r->ttft_p99,
+                   r->client_tok_s_mean, r->client_tok_s_min, r->decode_tok_s_mean,
+                   r->ttft_p50, r->ttft_p99,
                    r->itl_p50, r->itl_p99);
         }
         printf("]}\n");
@@ -743,21 +809,36 @@ int bench_serve_main(int argc, char **argv) {
                ip.n_prompt, n_tokens);
         printf("in-process (pl_engine, 1 sequence): decode %.1f tok/s; 1-token request %.3f ms\n",
                ip.decode_tok_s, (double)ip.one_token_ns / 1e6);
-        printf("through picolmd: 1-token request %.3f ms end to end (%.3f ms over in-process)\n",
-               (double)one_ns / 1e6, ((double)one_ns - (double)ip.one_token_ns) / 1e6);
+        printf("through picolmd: 1-token request %.3f ms end to end (%.3f ms over in-process; "
+               "broker: %.3f ms from receipt to the step, %.3f ms to the token)\n",
+               (double)one.total_ns / 1e6,
+               ((double)one.total_ns - (double)ip.one_token_ns) / 1e6,
+               (double)one.broker_queue_ns / 1e6, (double)one.broker_ttft_ns / 1e6);
         if (loaded_n)
-            printf("TTFT of a short streamed request: %.3f ms idle, %.3f ms while %u clients "
-                   "stream (x%.2f)\n", (double)ttft_idle / 1e6, (double)ttft_loaded / 1e6,
-                   loaded_n, ttft_idle ? (double)ttft_loaded / (double)ttft_idle : 0.0);
-        printf("%7s %6s %12s %12s %12s %10s %10s %10s %10s\n", "clients", "failed", "agg tok/s",
-               "client mean", "client min", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
+            printf("TTFT of a short streamed request (submit to first token, p50 of %d): %.3f ms "
+                   "idle, %.3f ms while %u clients stream (x%.2f; broker from receipt: %.3f / "
+                   "%.3f ms)\n", TTFT_REPS, (double)ttft_idle / 1e6, (double)ttft_loaded / 1e6,
+                   loaded_n, ttft_idle ? (double)ttft_loaded / (double)ttft_idle : 0.0,
+                   (double)ttft_idle_v[1] / 1e6, (double)ttft_loaded_v[1] / 1e6);
+        printf("%7s %6s %12s %12s %12s %12s %10s %10s %10s %10s\n", "clients", "failed",
+               "agg tok/s", "client mean", "client min", "decode/cl", "TTFT p50", "TTFT p99",
+               "ITL p50", "ITL p99");
         for (size_t i = 0; i < n_counts; i++) {
             const struct round *r = &rounds[i];
-            printf("%7u %6u %12.1f %12.1f %12.1f %8.2fms %8.2fms %8.3fms %8.3fms\n",
+            printf("%7u %6u %12.1f %12.1f %12.1f %12.1f %8.2fms %8.2fms %8.3fms %8.3fms\n",
                    r->n_clients, r->n_failed, r->aggregate_tok_s, r->client_tok_s_mean,
-                   r->client_tok_s_min, (double)r->ttft_p50 / 1e6, (double)r->ttft_p99 / 1e6,
-                   (double)r->itl_p50 / 1e6, (double)r->itl_p99 / 1e6);
+                   r->client_tok_s_min, r->decode_tok_s_mean, (double)r->ttft_p50 / 1e6,
+                   (double)r->ttft_p99 / 1e6, (double)r->itl_p50 / 1e6,
+                   (double)r->itl_p99 / 1e6);
         }
+        for (size_t i = 0; i < n_counts; i++)
+            if (rounds[i].n_clients == 1 && ip.decode_tok_s > 0)
+                printf("1 client: decode %.1f tok/s through picolmd = %.1f%% of in-process "
+                       "(end to end with its TTFT: %.1f%%)\n", rounds[i].decode_tok_s_mean,
+                       100.0 * rounds[i].decode_tok_s_mean / ip.decode_tok_s,
+                       100.0 * rounds[i].client_tok_s_mean / ip.decode_tok_s);
+        printf("(medians of %u runs; decode/cl: tokens after the first per second between the "
+               "first and the last, per client)\n", reps);
     }
     rcode = 0;
     for (size_t i = 0; i < n_counts; i++)
