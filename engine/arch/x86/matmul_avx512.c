@@ -303,6 +303,15 @@ static inline __m512i bcast_group(const struct packed_sb *p, uint32_t g) {
     return _mm512_set1_epi32(v);
 }
 
+/* The weight rows after a group (the driver's next call, bytes bytes from w + bytes) are
+ * fetched into L2 while the group's tiles are computed, part i of n_tiles: the hardware
+ * prefetchers see no stream while the kernel works from its unpacked copy. */
+static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uint32_t n_tiles) {
+    const char *p = (const char *)w + bytes;
+    for (size_t o = bytes * i / n_tiles & ~(size_t)63; o < bytes * (i + 1) / n_tiles; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T1);
+}
+
 /* acc[r] (16 tokens) += rows r < nr of chunk [s0, s0 + n_sc) . tile; pk[r * n_sc + c] is
  * super-block s0 + c of row r. n_sub: sub-blocks per super-block (8: layout 32, 16: layout
  * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. */
@@ -315,29 +324,36 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
         __m512 part[R_MAX];
         for (uint32_t r = 0; r < nr; r++)
             part[r] = _mm512_setzero_ps();
-        for (uint32_t j = 0; j < n_sub; j++) {
-            __m512i p[R_MAX];
-            for (uint32_t r = 0; r < nr; r++)
-                p[r] = _mm512_setzero_si512();
+        /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */
+        for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {
+            __m512i p[2][R_MAX];
+            for (uint32_t jj = 0; jj < 2; jj++)
+                for (uint32_t r = 0; r < nr; r++)
+                    p[jj][r] = _mm512_setzero_si512();
             for (uint32_t k = 0; k < 4; k++)
-                for (uint32_t h = 0; h < 16 / n_sub; h++) {
-                    const uint32_t g = 16 * k + (16 / n_sub) * j + h;
-                    const __m512i a = _mm512_load_si512(q + 64 * g);
+                for (uint32_t h = 0; h < 16 / n_sub; h++)
+                    for (uint32_t jj = 0; jj < 2; jj++) {
+                        const uint32_t g = 16 * k + (16 / n_sub) * (j0 + jj) + h;
+                        const __m512i a = _mm512_load_si512(q + 64 * g);
+                        for (uint32_t r = 0; r < nr; r++)
+                            p[jj][r] = _mm512_dpbusd_epi32(
+                                p[jj][r], bcast_group(&pk[r * n_sc + c], g), a);
+                    }
+            for (uint32_t jj = 0; jj < 2; jj++) {
+                const uint32_t j = j0 + jj, lane = (16 / n_sub) * j;
+                if (block_da) {
+                    const __m512 da = _mm512_load_ps(pl_mm_lay_da(tl, n, T, s, j));
                     for (uint32_t r = 0; r < nr; r++)
-                        p[r] = _mm512_dpbusd_epi32(p[r], bcast_group(&pk[r * n_sc + c], g), a);
+                        acc[r] = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(p[jj][r]),
+                            _mm512_mul_ps(da, _mm512_set1_ps(pk[r * n_sc + c].scale[lane])),
+                            acc[r]);
+                } else {
+                    for (uint32_t r = 0; r < nr; r++)
+                        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[jj][r]),
+                                                  _mm512_set1_ps(pk[r * n_sc + c].scale[lane]),
+                                                  part[r]);
                 }
-            const uint32_t lane = (16 / n_sub) * j;
-            if (block_da) {
-                const __m512 da = _mm512_load_ps(pl_mm_lay_da(tl, n, T, s, j));
-                for (uint32_t r = 0; r < nr; r++)
-                    acc[r] = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(p[r]),
-                        _mm512_mul_ps(da, _mm512_set1_ps(pk[r * n_sc + c].scale[lane])), acc[r]);
-            } else {
-                for (uint32_t r = 0; r < nr; r++)
-                    part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r]),
-                                              _mm512_set1_ps(pk[r * n_sc + c].scale[lane]),
-                                              part[r]);
             }
         }
         if (!block_da) {
@@ -371,6 +387,8 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
                 }                                                                             \
             for (uint32_t i = 0; i < n_tiles; i++) {                                          \
                 uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
+                if (s0 == 0)                                                                  \
+                    prefetch_next(w, nr * row_bytes, i, n_tiles);                             \
                 float *o = out + (size_t)i * nr * T;                                          \
                 __m512 acc[R_MAX];                                                            \
                 for (uint32_t r = 0; r < nr; r++)                                             \
