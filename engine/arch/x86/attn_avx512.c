@@ -6,8 +6,9 @@
  * scratch and used by every head of the group; an F32 cache is read in place. The product
  * with V takes two heads at a time so each V row chunk loaded serves both. Numerics as the
  * scalar kernel in attn.c: query and probabilities rounded to f16 with an F16 cache (here
- * by the hardware conversions, round to nearest even), sums per lane. exp() is a degree-7
- * polynomial after the usual reduction by ln 2 (within a few ulp of expf). Compiled with
+ * by the hardware conversions, round to nearest even), sums per lane; exp() is a degree-7
+ * polynomial after the usual reduction by ln 2 (within a few ulp of expf), also for the
+ * rescale factor, so the update has no branch and no libm call. Compiled with
  * -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
 #include <immintrin.h>
 #include <math.h>
@@ -187,21 +188,26 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
             k = kb;
             ks = hd;
         }
+        /* Scores of every head first, then the softmax updates: short independent chains
+         * (max, exp) the core can overlap across heads. */
         for (uint32_t h = 0; h < nq; h++) {
-            __m512 sc = _mm512_mul_ps(scores16(q + (size_t)h * hd, k, ks, nc), scale);
-            sc = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), sc);
-            const float bmax = _mm512_reduce_max_ps(sc);
-            __m512 l = _mm512_loadu_ps(lb + h * BT);
-            ab[h] = 1.0f;
-            if (bmax > mb[h]) { /* a new maximum rescales what was summed so far */
-                ab[h] = expf(mb[h] - bmax);
-                l = _mm512_mul_ps(l, _mm512_set1_ps(ab[h]));
-                mb[h] = bmax;
-            }
-            __m512 e = vexp(_mm512_sub_ps(sc, _mm512_set1_ps(mb[h])));
-            e = _mm512_maskz_mov_ps(valid, e);
-            _mm512_storeu_ps(lb + h * BT, _mm512_add_ps(l, e));
+            const __m512 sc = _mm512_mul_ps(scores16(q + (size_t)h * hd, k, ks, nc), scale);
+            _mm512_storeu_ps(pb + h * BT,
+                             _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), sc));
+        }
+        for (uint32_t h = 0; h < nq; h++) {
+            const __m512 sc = _mm512_loadu_ps(pb + h * BT);
+            const float m_old = mb[h], bmax = _mm512_reduce_max_ps(sc);
+            const float m_new = bmax > m_old ? bmax : m_old;
+            /* exp(m_old - m_new): 1 while the maximum holds, 0 on the first block. */
+            const __m512 alpha = vexp(_mm512_set1_ps(m_old - m_new));
+            const __m512 e =
+                _mm512_maskz_mov_ps(valid, vexp(_mm512_sub_ps(sc, _mm512_set1_ps(m_new))));
+            _mm512_storeu_ps(lb + h * BT,
+                             _mm512_fmadd_ps(_mm512_loadu_ps(lb + h * BT), alpha, e));
             _mm512_storeu_ps(pb + h * BT, f16 ? round_f16(e) : e);
+            ab[h] = _mm512_cvtss_f32(alpha);
+            mb[h] = m_new;
         }
 
         /* V as f32 likewise, then o = o * alpha + p . V, two heads at a time. */
