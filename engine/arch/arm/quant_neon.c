@@ -13,13 +13,8 @@
 
 #include "quant_arm.h"
 
-/* Lanes of acc += products of a and b: low and high halves widened to int16 separately
- * (one product is at most 128 * 128 = 2^14, a pair sum 2^15: each SADALP input fits). */
-static inline int32x4_t neon_dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    return vpadalq_s16(acc, vmull_high_s8(a, b));
-}
-
+/* Built for the baseline target (no dot-product flag in engine/CMakeLists.txt), so
+ * quant_neon_dots.h's neon_dot16() is the SMULL/SADALP form here. */
 #include "quant_neon_dots.h"
 
 /* ---- F32, F16, BF16 dot products ---- */

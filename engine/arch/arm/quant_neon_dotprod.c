@@ -12,11 +12,6 @@
 #error "quant_neon_dotprod.c must be compiled with -march=armv8.2-a+dotprod"
 #endif
 
-/* SDOT: lane k of acc += the products of bytes 4k..4k+3 of a and b. */
-static inline int32x4_t neon_dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    return vdotq_s32(acc, a, b);
-}
-
 #include "quant_neon_dots.h"
 
 void pl_quant_neon_dotprod_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {

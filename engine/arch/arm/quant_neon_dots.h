@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The integer dot products of the quantized weight types with their Q8 activations, written
- * once for both aarch64 variants: the including file (quant_neon.c, quant_neon_dotprod.c)
- * first defines
- *     static inline int32x4_t neon_dot16(int32x4_t acc, int8x16_t a, int8x16_t b);
- * which adds the products of the 16 int8 pairs of a and b into the lanes of acc (any
- * grouping of pairs to lanes: only lane totals are used). Each block's integer products
- * are exact; the float scaling follows the scalar references (quant_ref.c) up to the order
- * of float additions. Every function here is static: each variant gets its own copy, and
- * neon_fill_dots() installs them. Private to engine/arch/arm/. */
+ * once for both aarch64 variants and included by each of their files: quant_neon.c
+ * (baseline Armv8-A) and quant_neon_dotprod.c (compiled with +dotprod). The one primitive
+ * that differs, neon_dot16(), follows the compiler's target: SDOT where the file is built
+ * with the dot-product extension, widening multiplies otherwise. Each block's integer
+ * products are exact; the float scaling follows the scalar references (quant_ref.c) up to
+ * the order of float additions. Every function here is static: each variant gets its own
+ * copy, and neon_fill_dots() installs them. Private to engine/arch/arm/. */
 #ifndef PL_ENGINE_QUANT_NEON_DOTS_H
 #define PL_ENGINE_QUANT_NEON_DOTS_H
 
@@ -19,6 +18,20 @@
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
 #include "quant_blocks.h"
+
+/* acc's lanes += the 16 products of the int8 pairs of a and b (any grouping of pairs to
+ * lanes: only lane totals are used). */
+static inline int32x4_t neon_dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    /* SDOT: lane k += the products of bytes 4k..4k+3 */
+    return vdotq_s32(acc, a, b);
+#else
+    /* SMULL + SADALP: the low and high halves widened to int16 separately (a product is at
+     * most 128 * 128 = 2^14, a pair sum 2^15: each SADALP input fits) */
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+#endif
+}
 
 /* fp16 -> f32 by the FCVT instruction (Armv8-A base): exact, as pl_fp16_to_f32_inline. */
 static inline float neon_h2f(uint16_t h) {
