@@ -76,8 +76,10 @@ void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
             memset(pl_mm_lay_qs(tile, n, PL_MM_TILE, s, g, t), 0, 4);
         for (uint32_t j = 0; j < 8; j++)
             pl_mm_lay_da(tile, n, PL_MM_TILE, s, j)[t] = 0.0f;
-        for (uint32_t j = 0; j < 16; j++)
+        for (uint32_t j = 0; j < 16; j++) {
             pl_mm_lay_fs(tile, n, PL_MM_TILE, s, j)[t] = 0.0f;
+            pl_mm_lay_ns(tile, n, PL_MM_TILE, s, j)[t] = 0;
+        }
     }
 }
 

@@ -48,7 +48,9 @@ struct pl_mm_tile_kernel {
  *   da  [n_sb][8][nt]     float: the activation scale of each 32-element block;
  *   fs  [n_sb][16][nt]    float: scale x sum of the int8 values of each sub-block of
  *                         `layout` elements (8 or 16 per super-block), for the weights'
- *                         offsets and mins.
+ *                         offsets and mins;
+ *   ns  [n_sb][16][nt]    int32: minus the sum of the int8 values of each sub-block (the
+ *                         prefill kernels' start value for weights with an offset).
  * With nt == 1 (decode vectors) a slot's 256 values and 8 scales are contiguous. */
 static inline int8_t *pl_mm_lay_qs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s, uint32_t g,
                                    uint32_t t) {
@@ -64,10 +66,15 @@ static inline float *pl_mm_lay_fs(uint8_t *buf, int64_t n, uint32_t nt, int64_t 
     return (float *)(void *)(buf + (size_t)(n / 256) * nt * (256u + 32u)) +
            ((size_t)s * 16u + j) * nt;
 }
+static inline int32_t *pl_mm_lay_ns(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
+                                    uint32_t j) {
+    return (int32_t *)(void *)(buf + (size_t)(n / 256) * nt * (256u + 32u + 64u)) +
+           ((size_t)s * 16u + j) * nt;
+}
 
 /* Bytes of a layout of nt slots for rows of n elements (n % 256 == 0). */
 static inline size_t pl_mm_lay_bytes(int64_t n, uint32_t nt) {
-    return (size_t)(n / 256) * nt * (256u + 32u + 64u);
+    return (size_t)(n / 256) * nt * (256u + 32u + 64u + 64u);
 }
 
 /* Bytes of one tile for rows of n elements (n % 256 == 0). */

@@ -53,9 +53,11 @@ static void prep_q8_K_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
         put_groups(lay, n, nt, s, t, q);
         for (uint32_t j = 0; j < 8; j++)
             pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
-        for (uint32_t j = 0; j < 16; j++)
-            pl_mm_lay_fs(lay, n, nt, s, j)[t] =
-                j < 8 ? b[s].d * (float)(b[s].bsums[2 * j] + b[s].bsums[2 * j + 1]) : 0.0f;
+        for (uint32_t j = 0; j < 16; j++) {
+            const int sum = j < 8 ? b[s].bsums[2 * j] + b[s].bsums[2 * j + 1] : 0;
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = b[s].d * (float)sum;
+            pl_mm_lay_ns(lay, n, nt, s, j)[t] = -sum;
+        }
     }
 }
 
@@ -71,8 +73,10 @@ static void prep_q8_K_16(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
         put_groups(lay, n, nt, s, t, q);
         for (uint32_t j = 0; j < 8; j++)
             pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
-        for (uint32_t j = 0; j < 16; j++)
+        for (uint32_t j = 0; j < 16; j++) {
             pl_mm_lay_fs(lay, n, nt, s, j)[t] = b[s].d * (float)b[s].bsums[j];
+            pl_mm_lay_ns(lay, n, nt, s, j)[t] = -b[s].bsums[j];
+        }
     }
 }
 
@@ -92,10 +96,13 @@ static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
             const float d = pl_fp16_to_f32_inline(bj->d);
             pl_mm_lay_da(lay, n, nt, s, j)[t] = d;
             pl_mm_lay_fs(lay, n, nt, s, j)[t] = d * (float)sum;
+            pl_mm_lay_ns(lay, n, nt, s, j)[t] = -sum;
         }
         put_groups(lay, n, nt, s, t, q);
-        for (uint32_t j = 8; j < 16; j++)
+        for (uint32_t j = 8; j < 16; j++) {
             pl_mm_lay_fs(lay, n, nt, s, j)[t] = 0.0f;
+            pl_mm_lay_ns(lay, n, nt, s, j)[t] = 0;
+        }
     }
 }
 
@@ -317,7 +324,7 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
  * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. */
 static inline __attribute__((always_inline)) void
 rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,
-           int64_t s0, uint32_t n_sub, int block_da, __m512 *acc) {
+           int64_t s0, uint32_t n_sub, int block_da, int off_shift, __m512 *acc) {
     for (int64_t c = 0; c < n_sc; c++) {
         const int64_t s = s0 + c;
         const int8_t *q = pl_mm_lay_qs(tl, n, T, s, 0, 0);
@@ -327,9 +334,16 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
         /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */
         for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {
             __m512i p[2][R_MAX];
-            for (uint32_t jj = 0; jj < 2; jj++)
+            for (uint32_t jj = 0; jj < 2; jj++) {
+                /* A weight offset of 2^off_shift: start at -offset x the activations' sum. */
+                const __m512i p0 =
+                    off_shift ? _mm512_slli_epi32(
+                                    _mm512_load_si512(pl_mm_lay_ns(tl, n, T, s, j0 + jj)),
+                                    (unsigned)off_shift)
+                              : _mm512_setzero_si512();
                 for (uint32_t r = 0; r < nr; r++)
-                    p[jj][r] = _mm512_setzero_si512();
+                    p[jj][r] = p0;
+            }
             for (uint32_t k = 0; k < 4; k++)
                 for (uint32_t h = 0; h < 16 / n_sub; h++)
                     for (uint32_t jj = 0; jj < 2; jj++) {
@@ -361,7 +375,7 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
             for (uint32_t r = 0; r < nr; r++)
                 acc[r] = _mm512_fmadd_ps(part[r], da, acc[r]);
         }
-        for (uint32_t j = 0; j < n_sub; j++) {
+        for (uint32_t j = 0; !off_shift && j < n_sub; j++) {
             const __m512 fs = _mm512_load_ps(pl_mm_lay_fs(tl, n, T, s, j));
             for (uint32_t r = 0; r < nr; r++)
                 acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(pk[r * n_sc + c].cmin[j]), fs, acc[r]);
@@ -372,7 +386,7 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
 /* Rows r < nr (compile-time constant after inlining) of w times n_tiles tiles: the rows'
  * super-blocks are unpacked SB_CHUNK at a time and each chunk is used for every tile; with
  * more than one chunk the partial sums go through out. */
-#define DEFINE_ROWS(name, unpack, n_sub, block_da)                                            \
+#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                            \
     static inline __attribute__((always_inline)) void name##_group(                           \
         int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
         size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
@@ -393,7 +407,7 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
                 __m512 acc[R_MAX];                                                            \
                 for (uint32_t r = 0; r < nr; r++)                                             \
                     acc[r] = s0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o + r * T);      \
-                rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), acc);                \
+                rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
                 for (uint32_t r = 0; r < nr; r++)                                             \
                     _mm512_storeu_ps(o + r * T, acc[r]);                                      \
             }                                                                                 \
@@ -466,10 +480,11 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
         }                                                                                     \
     }
 
-DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 0)
-DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 0)
-DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 1)
-DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1)
+/* Offsets: Q6_K's 32, Q4_0's 8, Q8_0's 128 (its bias); Q4_K's mins go through fs. */
+DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 0, 0)
+DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 0, 5)
+DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 1, 3)
+DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1, 7)
 DEFINE_VEC_ROWS(vec_q4_K, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
 DEFINE_VEC_ROWS(vec_q6_K, unpack_q6_K, 1, sizeof(struct pl_block_q6_K))
 DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 0, 8 * sizeof(struct pl_block_q4_0))
