@@ -7,8 +7,9 @@
  * broadcast and multiplied with the group by one vpdpbusd for 16 tokens. Four rows share
  * each activation load; the int32 sum of a sub-block is converted and scaled once per
  * row and 16 tokens, and the results need no horizontal sums. The rows' super-blocks are
- * unpacked once per tile into a small stack buffer first. The weights' offsets and mins
- * (Q4_0's -8, Q8_0's +128 bias, Q6_K's -32, Q4_K's mins) are applied through the tile's
+ * unpacked into a small stack buffer once per call, for all the tiles of a block. The
+ * weights' offsets (Q4_0's -8, Q8_0's +128 bias, Q6_K's -32) start each sub-block's integer
+ * sum at -offset x the tile's int sums; Q4_K's mins are applied through the tile's float
  * per-sub-block activation sums. Decode (one token) uses the same unpacking with a
  * one-slot layout, two weight rows at a time with software prefetch; the sub-block scales
  * are then applied by one float multiply per super-block. Q4_0/Q8_0 super-blocks are
