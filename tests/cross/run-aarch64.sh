@@ -7,13 +7,23 @@
 # it through CTest (qemu -cpu max: the dot-product set; the test checks the baseline NEON
 # set too, then once more with PICOLM_FORCE_SCALAR=1), and finally once on a Cortex-A53
 # model (no dot-product extension) to check that the dispatch falls back to "neon".
-# Usage: tests/cross/run-aarch64.sh [build-dir]   (default: <source>/build-aarch64)
-# Note: the engine's other tests fork; a forked dynamically linked guest hangs in
-# qemu-user 7.2 (Debian 12), so only the fork-free NEON test runs here.
+# With --fidelity it also builds test_engine_fidelity (in <build-dir>-fidelity, without
+# -Werror: engine files outside the quant kernels still warn on aarch64) and runs it under
+# both CPU models on the models of PICOLM_TEST_DATA (about a minute per model).
+# Usage: tests/cross/run-aarch64.sh [--fidelity] [build-dir]   (default: <source>/build-aarch64)
+# Note: test_engine_quant forks, and a forked dynamically linked guest hangs in qemu-user
+# 7.2 (Debian 12); test_engine_model hangs there too (a guest spin after it installs signal
+# handlers); so only the fork-free NEON test (and optionally the fidelity test) runs here.
 set -eu
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
+fidelity=0
+if [ "${1:-}" = "--fidelity" ]; then
+    fidelity=1
+    shift
+fi
 build=${1:-$src/build-aarch64}
+toolchain=$src/cmake/toolchain-aarch64-linux-gnu.cmake
 sysroot=/usr/aarch64-linux-gnu
 
 need_pkgs=""
@@ -36,10 +46,22 @@ if [ -n "$need_pkgs" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need_pkgs
 fi
 
-cmake -S "$src" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/toolchain-aarch64-linux-gnu.cmake" \
+cmake -S "$src" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPL_WERROR=ON >/dev/null
 nice -n 10 cmake --build "$build" --target test_engine_quant_neon -j2
 (cd "$build" && ctest --output-on-failure -R '^test_engine_quant_neon')
 
 echo "run-aarch64: baseline NEON CPU model (cortex-a53, no dot product)"
 qemu-aarch64 -L "$sysroot" -cpu cortex-a53 "$build/bin/test_engine_quant_neon"
+
+if [ "$fidelity" -eq 1 ]; then
+    fbuild=$build-fidelity
+    cmake -S "$src" -B "$fbuild" -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=Release \
+        -DPL_WERROR=OFF >/dev/null
+    nice -n 10 cmake --build "$fbuild" --target test_engine_fidelity -j2
+    (cd "$fbuild" && ctest --output-on-failure -R '^test_engine_fidelity$')
+    echo "run-aarch64: fidelity on the baseline NEON CPU model (cortex-a53)"
+    data=$(sed -n 's/^PICOLM_TEST_DATA:PATH=//p' "$fbuild/CMakeCache.txt")
+    PICOLM_TEST_DATA=${PICOLM_TEST_DATA:-$data} \
+        qemu-aarch64 -L "$sysroot" -cpu cortex-a53 "$fbuild/bin/test_engine_fidelity"
+fi
