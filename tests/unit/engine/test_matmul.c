@@ -127,7 +127,7 @@ static void acts_make(struct acts *a, const struct pl_weight *w, uint32_t n_tok)
                 pl_mm_tile_clear(n, tile, t % PL_MM_TILE);
         }
     } else {
-        a->act.tile_bytes = pl_mm_lay_bytes(n, 1);
+        a->act.tile_bytes = (pl_mm_lay_bytes(n, 1) + 63) & ~(size_t)63; /* as forward.c */
         a->tiles = aligned_alloc(64, a->act.tile_bytes * n_tok);
         assert_non_null(a->tiles);
         for (uint32_t t = 0; t < n_tok; t++)
@@ -167,6 +167,7 @@ struct shape {
 static const struct shape k_shapes[] = {
     {256, 13, 5, 1},     /* one tile, partial; row groups of 4 + 3 + ... */
     {512, 9, 2, 0},      /* decode vectors */
+    {256, 7, 3, 1},      /* decode vectors of one super-block, 64-byte aligned slots */
     {2048, 38, 33, 2},   /* 3 tiles, last one partial */
     {6400, 11, 70, 0},   /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
     {768, 22, 1, 5},     /* one token */
