@@ -50,105 +50,104 @@ static inline void neon_prefetch(const void *p) {
 
 /* ---- Legacy 32-element blocks ---- */
 
-static float neon_vec_dot_q4_0(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_0 *a = w;
-    const struct pl_block_q8_0 *b = x;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    const int8x16_t s8 = vdupq_n_s8(8);
-    float32x4_t acc = vdupq_n_f32(0.f);
-    assert(n % PL_QK8_0 == 0);
-    for (int64_t i = 0; i < n / PL_QK8_0; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs);
-        int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
-        int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
-        int32x4_t p = neon_dot32(lo, hi, b[i].qs);
-        neon_prefetch(&a[i]);
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), neon_h2f(a[i].d) * neon_h2f(b[i].d));
-    }
-    return vaddvq_f32(acc);
+/* Each block's integer products as 4 lanes; the loops below alternate two float
+ * accumulators, so consecutive blocks' multiply-adds do not wait on each other. */
+
+static inline int32x4_t neon_blk_q4_0(const struct pl_block_q4_0 *a, const int8_t *y) {
+    uint8x16_t q = vld1q_u8(a->qs);
+    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+    return neon_dot32(lo, hi, y);
 }
 
-static float neon_vec_dot_q4_1(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_1 *a = w;
-    const struct pl_block_q8_1 *b = x;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    float32x4_t acc = vdupq_n_f32(0.f);
-    float summ = 0.f;
-    assert(n % PL_QK8_1 == 0);
-    for (int64_t i = 0; i < n / PL_QK8_1; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs);
-        int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, m4));
-        int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-        int32x4_t p = neon_dot32(lo, hi, b[i].qs);
-        neon_prefetch(&a[i]);
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), neon_h2f(a[i].d) * neon_h2f(b[i].d));
-        summ += neon_h2f(a[i].m) * neon_h2f(b[i].s);
-    }
-    return vaddvq_f32(acc) + summ;
+static inline int32x4_t neon_blk_q4_1(const struct pl_block_q4_1 *a, const int8_t *y) {
+    uint8x16_t q = vld1q_u8(a->qs);
+    int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F)));
+    int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
+    return neon_dot32(lo, hi, y);
 }
 
-/* The fifth bits of a Q5 block as 0x10 per element: elements 0..15 (low nibbles) in lo,
- * 16..31 in hi; bit i of the little-endian word qh belongs to element i. */
-static inline void neon_q5_high(const uint8_t qh[4], uint8x16_t *ret_lo, uint8x16_t *ret_hi) {
+/* The 32 unsigned 5-bit quants of a Q5 block: low nibbles (elements 0..15) in ret_lo, high
+ * nibbles (16..31) in ret_hi, each with bit 4 from bit i of the little-endian word qh. */
+static inline void neon_q5_quants(const uint8_t *qs, const uint8_t qh[4], uint8x16_t *ret_lo,
+                                  uint8x16_t *ret_hi) {
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
     const uint8x16_t bit = vld1q_u8(bits), b4 = vdupq_n_u8(0x10);
-    uint8x16_t lo = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
-    uint8x16_t hi = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
-    *ret_lo = vandq_u8(vtstq_u8(lo, bit), b4);
-    *ret_hi = vandq_u8(vtstq_u8(hi, bit), b4);
+    uint8x16_t hl = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
+    uint8x16_t hh = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
+    uint8x16_t q = vld1q_u8(qs);
+    *ret_lo = vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(vtstq_u8(hl, bit), b4));
+    *ret_hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(vtstq_u8(hh, bit), b4));
 }
 
-static float neon_vec_dot_q5_0(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q5_0 *a = w;
-    const struct pl_block_q8_0 *b = x;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    const int8x16_t s16 = vdupq_n_s8(16);
-    float32x4_t acc = vdupq_n_f32(0.f);
-    assert(n % PL_QK8_0 == 0);
-    for (int64_t i = 0; i < n / PL_QK8_0; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs), h0, h1;
-        neon_q5_high(a[i].qh, &h0, &h1);
-        int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, m4), h0)), s16);
-        int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), h1)), s16);
-        int32x4_t p = neon_dot32(lo, hi, b[i].qs);
-        neon_prefetch(&a[i]);
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), neon_h2f(a[i].d) * neon_h2f(b[i].d));
-    }
-    return vaddvq_f32(acc);
+static inline int32x4_t neon_blk_q5_0(const struct pl_block_q5_0 *a, const int8_t *y) {
+    uint8x16_t lo, hi;
+    neon_q5_quants(a->qs, a->qh, &lo, &hi);
+    return neon_dot32(vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(16)),
+                      vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(16)), y);
 }
 
-static float neon_vec_dot_q5_1(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q5_1 *a = w;
-    const struct pl_block_q8_1 *b = x;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    float32x4_t acc = vdupq_n_f32(0.f);
-    float summ = 0.f;
-    assert(n % PL_QK8_1 == 0);
-    for (int64_t i = 0; i < n / PL_QK8_1; i++) {
-        uint8x16_t q = vld1q_u8(a[i].qs), h0, h1;
-        neon_q5_high(a[i].qh, &h0, &h1);
-        int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, m4), h0));
-        int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), h1));
-        int32x4_t p = neon_dot32(lo, hi, b[i].qs);
-        neon_prefetch(&a[i]);
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), neon_h2f(a[i].d) * neon_h2f(b[i].d));
-        summ += neon_h2f(a[i].m) * neon_h2f(b[i].s);
-    }
-    return vaddvq_f32(acc) + summ;
+static inline int32x4_t neon_blk_q5_1(const struct pl_block_q5_1 *a, const int8_t *y) {
+    uint8x16_t lo, hi;
+    neon_q5_quants(a->qs, a->qh, &lo, &hi);
+    return neon_dot32(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), y);
 }
 
-static float neon_vec_dot_q8_0(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q8_0 *a = w;
-    const struct pl_block_q8_0 *b = x;
-    float32x4_t acc = vdupq_n_f32(0.f);
-    assert(n % PL_QK8_0 == 0);
-    for (int64_t i = 0; i < n / PL_QK8_0; i++) {
-        int32x4_t p = neon_dot32(vld1q_s8(a[i].qs), vld1q_s8(a[i].qs + 16), b[i].qs);
-        neon_prefetch(&a[i]);
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), neon_h2f(a[i].d) * neon_h2f(b[i].d));
-    }
-    return vaddvq_f32(acc);
+static inline int32x4_t neon_blk_q8_0(const struct pl_block_q8_0 *a, const int8_t *y) {
+    return neon_dot32(vld1q_s8(a->qs), vld1q_s8(a->qs + 16), y);
 }
+
+/* acc += the lanes p of block i scaled by d(weight) * d(activation) */
+#define NEON_LEGACY_STEP(acc, blk, i)                                                            \
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(blk(&a[i], b[i].qs)),                                 \
+                      neon_h2f(a[i].d) * neon_h2f(b[i].d))
+
+/* A symmetric type (no minimum) against Q8_0. */
+#define NEON_DEF_DOT_SYM(name, wtype, blk)                                                       \
+    static float name(int64_t n, const void *restrict w, const void *restrict x) {             \
+        const struct wtype *a = w;                                                             \
+        const struct pl_block_q8_0 *b = x;                                                     \
+        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                         \
+        int64_t nb = n / PL_QK8_0, i = 0;                                                      \
+        assert(n % PL_QK8_0 == 0);                                                             \
+        for (; i + 2 <= nb; i += 2) {                                                          \
+            neon_prefetch(&a[i]);                                                              \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
+            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                \
+        }                                                                                      \
+        if (i < nb)                                                                            \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
+        return vaddvq_f32(vaddq_f32(acc0, acc1));                                              \
+    }
+
+/* A type with a minimum m against Q8_1: m times the block's s = d * sum(qs). */
+#define NEON_DEF_DOT_MIN(name, wtype, blk)                                                       \
+    static float name(int64_t n, const void *restrict w, const void *restrict x) {             \
+        const struct wtype *a = w;                                                             \
+        const struct pl_block_q8_1 *b = x;                                                     \
+        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                         \
+        float summ = 0.f;                                                                      \
+        int64_t nb = n / PL_QK8_1, i = 0;                                                      \
+        assert(n % PL_QK8_1 == 0);                                                             \
+        for (; i + 2 <= nb; i += 2) {                                                          \
+            neon_prefetch(&a[i]);                                                              \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
+            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                \
+            summ += neon_h2f(a[i].m) * neon_h2f(b[i].s) +                                      \
+                    neon_h2f(a[i + 1].m) * neon_h2f(b[i + 1].s);                               \
+        }                                                                                      \
+        if (i < nb) {                                                                          \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
+            summ += neon_h2f(a[i].m) * neon_h2f(b[i].s);                                       \
+        }                                                                                      \
+        return vaddvq_f32(vaddq_f32(acc0, acc1)) + summ;                                       \
+    }
+
+NEON_DEF_DOT_SYM(neon_vec_dot_q4_0, pl_block_q4_0, neon_blk_q4_0)
+NEON_DEF_DOT_SYM(neon_vec_dot_q5_0, pl_block_q5_0, neon_blk_q5_0)
+NEON_DEF_DOT_SYM(neon_vec_dot_q8_0, pl_block_q8_0, neon_blk_q8_0)
+NEON_DEF_DOT_MIN(neon_vec_dot_q4_1, pl_block_q4_1, neon_blk_q4_1)
+NEON_DEF_DOT_MIN(neon_vec_dot_q5_1, pl_block_q5_1, neon_blk_q5_1)
 
 /* ---- K-quants with Q8_K ---- */
 
