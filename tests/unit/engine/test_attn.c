@@ -245,7 +245,10 @@ static void check_case(uint32_t type, uint32_t n_head, uint32_t n_head_kv, uint3
             continue;
         memset(got, 0, n * sizeof(float));
         if (!run(&f, simds[k], 1, N_TOK, got)) {
-            print_message("[ attn ] no vector kernel here: scalar only\n");
+            static bool told;
+            if (!told)
+                print_message("[ attn ] no vector kernel here: scalar only\n");
+            told = true;
             continue;
         }
         double e = max_err(got, want, n);
