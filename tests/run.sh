@@ -4,9 +4,12 @@
 #   1. installs the Debian build dependencies when any is missing (apt-get; sudo when not root),
 #   2. a release build with -Werror and every CTest test,
 #   3. an ASan+UBSan build and every test but the benchmarks,
-#   4. a TSan build of the threaded parts (labels: threads).
+#   4. a TSan build of the threaded parts (labels: threads),
+#   5. the aarch64 NEON kernels and the fidelity tests cross-built and run under qemu-user
+#      (tests/cross/run-aarch64.sh --fidelity; it installs the cross packages it needs).
 # Test data comes from PICOLM_TEST_DATA (default: ../shared beside the checkout).
-# Options: PL_SKIP_SANITIZERS=1 runs step 2 only; PL_JOBS=N sets the build parallelism.
+# Options: PL_SKIP_SANITIZERS=1 skips steps 3-4, PL_SKIP_CROSS=1 step 5; PL_JOBS=N sets the
+# build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,14 +35,6 @@ if [ "$(id -u)" = 0 ] && ! getent passwd picolm >/dev/null; then
         --shell /usr/sbin/nologin picolm
 fi
 
-# picolmd switches to the 'picolm' user after start-up (packaging/sysusers.d creates it on an
-# install); the daemon tests run it as root, so the user must exist here too.
-if [ "$(id -u)" = 0 ] && ! getent passwd picolm >/dev/null; then
-    echo "== creating the system user picolm"
-    useradd --system --no-create-home --home-dir /var/lib/picolm \
-        --shell /usr/sbin/nologin picolm
-fi
-
 jobs=${PL_JOBS:-$(nproc)}
 data=${PICOLM_TEST_DATA:-$(cd .. && pwd)/shared}
 export PICOLM_TEST_DATA="$data"
@@ -62,5 +57,9 @@ if [ "${PL_SKIP_SANITIZERS:-0}" != 1 ]; then
     build_and_test build-asan -LE 'bench|load|fuzz-smoke' -- -DCMAKE_BUILD_TYPE=Debug \
         -DPL_SANITIZE=address,undefined
     build_and_test build-tsan -L threads -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPL_SANITIZE=thread
+fi
+if [ "${PL_SKIP_CROSS:-0}" != 1 ]; then
+    echo "== aarch64: NEON kernels and fidelity under qemu-user"
+    tests/cross/run-aarch64.sh --fidelity build-aarch64
 fi
 echo "== all test runs passed"
