@@ -43,6 +43,7 @@ typedef long long v8ll __attribute__((vector_size(64)));
         s ^= a0[k];                                                                           \
     return s;
 
+#if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("avx512f"))) static long long read_avx512(const void *p, size_t len) {
     READ_LOOP_BODY(0)
 }
@@ -58,6 +59,7 @@ __attribute__((target("avx2"))) static long long read_avx2(const void *p, size_t
 __attribute__((target("avx2"))) static long long read_avx2_pf(const void *p, size_t len) {
     READ_LOOP_BODY(1)
 }
+#endif
 
 static long long read_generic(const void *p, size_t len) {
     READ_LOOP_BODY(0)
@@ -71,11 +73,14 @@ typedef long long (*read_fn)(const void *p, size_t len);
 
 static read_fn pick_read(enum bench_bw_mode mode) {
     bool pf = mode == BENCH_BW_PREFETCH;
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
         return pf ? read_avx512_pf : read_avx512;
     if (__builtin_cpu_supports("avx2"))
         return pf ? read_avx2_pf : read_avx2;
+#endif
+    /* Elsewhere (aarch64): the compiler's vectors of the target's width. */
     return pf ? read_generic_pf : read_generic;
 }
 
