@@ -47,16 +47,16 @@ static inline float round_to_f16(float f) {
 
 /* ---- Kernel choice ---- */
 
+#ifdef PL_ATTN_HAVE_AVX512
 static bool have_avx512;
+#endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    const char *v = getenv("PICOLM_FORCE_SCALAR");
-    if (v && v[0] != '\0' && strcmp(v, "0") != 0)
-        return;
 #ifdef PL_ATTN_HAVE_AVX512
     __builtin_cpu_init();
-    have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+    have_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") &&
+                  __builtin_cpu_supports("f16c");
 #endif
 }
 

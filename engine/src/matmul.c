@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Matrix x matrix products for forward.c (see matmul.h): the row-range driver over either
  * the per-row dot products of the quant dispatch table or a tiled kernel, and the choice of
- * tiled kernels, made once from the CPU features (none with PICOLM_FORCE_SCALAR). */
+ * tiled kernels, made once from the CPU features and pl_quant_env_allows(). */
 #include "matmul.h"
 
 #include <math.h>
@@ -31,17 +31,17 @@ static uint32_t tile_block(size_t tile_bytes) {
 
 /* ---- Kernel choice ---- */
 
+#ifdef PL_MM_HAVE_AVX512
 static bool use_avx512;
+#endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    const char *v = getenv("PICOLM_FORCE_SCALAR");
-    if (v && v[0] != '\0' && strcmp(v, "0") != 0)
-        return;
 #ifdef PL_MM_HAVE_AVX512
     __builtin_cpu_init();
-    use_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    use_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512vnni");
 #endif
 }
 
@@ -54,15 +54,6 @@ const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
         return pl_mm_avx512_kernel(type);
 #endif
     (void)type;
-    return NULL;
-}
-
-const struct pl_mm_attn_kernels *pl_mm_attn_kernels(void) {
-    (void)pthread_once(&choose_once, choose);
-#ifdef PL_MM_HAVE_AVX512
-    if (use_avx512)
-        return pl_mm_avx512_attn();
-#endif
     return NULL;
 }
 

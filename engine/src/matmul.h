@@ -83,27 +83,13 @@ size_t pl_mm_tile_bytes(int64_t n);
 void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t);
 
 /* The tiled kernel for weight type t with rows of n elements, or NULL (none for this CPU,
- * n not a multiple of 256, or PICOLM_FORCE_SCALAR set). */
+ * n not a multiple of 256, or the environment refuses AVX-512: pl_quant_env_allows). */
 const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n);
 
-/* Attention over an F16 KV cache, head_dim hd (a multiple of 16); rows row_bytes apart:
- *   kq: out[s] = sum_d k[s][d] * q[d] for s < n;
- *   pv: o[d] += sum_s p[s] * v[s][d], added in order of s. */
-struct pl_mm_attn_kernels {
-    void (*kq)(const uint8_t *k, size_t row_bytes, uint32_t n, const float *q, uint32_t hd,
-               float *out);
-    void (*pv)(const uint8_t *v, size_t row_bytes, uint32_t n, const float *p, uint32_t hd,
-               float *o);
-};
-
-/* The attention kernels for this CPU, or NULL (none, or PICOLM_FORCE_SCALAR set). */
-const struct pl_mm_attn_kernels *pl_mm_attn_kernels(void);
-
 #ifdef PL_MM_HAVE_AVX512
-/* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL; its attention
- * kernels. Call only when the CPU has AVX-512 F/BW/VL/VNNI. */
+/* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
+ * the CPU has AVX-512 F/BW/VL/VNNI. */
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
-const struct pl_mm_attn_kernels *pl_mm_avx512_attn(void);
 #endif
 
 /* Activations of one matmul: n_tok rows in the weight's vec_dot_type at xq (stride bytes

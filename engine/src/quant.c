@@ -26,11 +26,38 @@ static bool force_scalar(void) {
     return v && v[0] != '\0' && strcmp(v, "0") != 0;
 }
 
+bool pl_quant_env_allows(const char *isa) {
+    /* Each PICOLM_ISA value and the sets it allows (a chain: the wider set includes the
+     * narrower one of its family). */
+    static const struct {
+        const char *env, *sets[2];
+    } caps[] = {
+        {"avx2", {"avx2", NULL}},
+        {"avx512", {"avx2", "avx512"}},
+        {"neon", {"neon", NULL}},
+        {"neon-dotprod", {"neon", "neon-dotprod"}},
+    };
+    if (!isa)
+        return false;
+    if (!strcmp(isa, "scalar"))
+        return true;
+    if (force_scalar())
+        return false;
+    const char *v = getenv("PICOLM_ISA");
+    if (!v || !v[0] || !strcmp(v, "best"))
+        return true;
+    for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+        if (!strcmp(v, caps[i].env))
+            return (caps[i].sets[0] && !strcmp(isa, caps[i].sets[0])) ||
+                   (caps[i].sets[1] && !strcmp(isa, caps[i].sets[1]));
+    return false;
+}
+
 static void init_once(void) {
     memcpy(active, pl_quant_ref_table, sizeof(active));
     if (force_scalar())
         return;
-#ifdef PL_QUANT_HAVE_ARCH
+#ifdef PL_QUANT_HAVE_ARCH /* the backend asks pl_quant_env_allows() for each set */
     {
         const char *isa = pl_quant_arch_init(active);
         if (isa)

@@ -43,10 +43,10 @@ bool pl_quant_arm_supported(const char *isa) {
 /* ---- The dispatch hook ---- */
 
 const char *pl_quant_arch_init(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
-    if (!cpu_neon())
+    if (!cpu_neon() || !pl_quant_env_allows("neon"))
         return NULL;
     pl_quant_neon_fill(table);
-    if (!cpu_dotprod())
+    if (!cpu_dotprod() || !pl_quant_env_allows("neon-dotprod"))
         return "neon";
     pl_quant_neon_dotprod_fill(table);
     return "neon-dotprod";

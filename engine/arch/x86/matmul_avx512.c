@@ -514,39 +514,3 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
         return NULL;
     }
 }
-
-/* ---- Attention over an F16 cache ---- */
-
-static void kq_f16(const uint8_t *k, size_t row_bytes, uint32_t n, const float *q, uint32_t hd,
-                   float *out) {
-    for (uint32_t s = 0; s < n; s++) {
-        const uint16_t *kr = (const uint16_t *)(const void *)(k + (size_t)s * row_bytes);
-        __m512 acc = _mm512_setzero_ps();
-        for (uint32_t d = 0; d < hd; d += 16)
-            acc = _mm512_fmadd_ps(
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(kr + d))),
-                _mm512_loadu_ps(q + d), acc);
-        out[s] = _mm512_reduce_add_ps(acc);
-    }
-}
-
-static void pv_f16(const uint8_t *v, size_t row_bytes, uint32_t n, const float *p, uint32_t hd,
-                   float *o) {
-    for (uint32_t d = 0; d < hd; d += 16) {
-        __m512 acc = _mm512_loadu_ps(o + d);
-        for (uint32_t s = 0; s < n; s++) {
-            const uint16_t *vr = (const uint16_t *)(const void *)(v + (size_t)s * row_bytes);
-            acc = _mm512_fmadd_ps(
-                _mm512_set1_ps(p[s]),
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(vr + d))),
-                acc);
-        }
-        _mm512_storeu_ps(o + d, acc);
-    }
-}
-
-static const struct pl_mm_attn_kernels k_attn = {kq_f16, pv_f16};
-
-const struct pl_mm_attn_kernels *pl_mm_avx512_attn(void) {
-    return &k_attn;
-}

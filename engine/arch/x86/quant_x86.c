@@ -70,10 +70,10 @@ bool pl_quant_x86_supported(const char *isa) {
 
 /* Applies the best set into table; returns its name or NULL. */
 static const char *fill_best(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
-    if (!cpu_avx2())
+    if (!cpu_avx2() || !pl_quant_env_allows("avx2"))
         return NULL;
     pl_quant_avx2_fill(table);
-    if (!cpu_avx512())
+    if (!cpu_avx512() || !pl_quant_env_allows("avx512"))
         return "avx2";
     pl_quant_avx512_fill(table, 0);
     return "avx512";

@@ -8,6 +8,7 @@
 #ifndef PL_ENGINE_ENGINE_QUANT_H
 #define PL_ENGINE_ENGINE_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* n: element count, a multiple of the type's block size (the kernels assert it). src/dst
@@ -44,8 +45,17 @@ void pl_quant_init(void);
 const struct pl_quant_kernels *pl_quant_kernels(uint32_t t);
 /* The portable scalar references, or NULL as above. Needs no pl_quant_init(). */
 const struct pl_quant_kernels *pl_quant_kernels_ref(uint32_t t);
-/* Name of the kernel set in use: "scalar", "avx2", "avx512", ... */
+/* Name of the kernel set in use: "scalar", "avx2", "avx512", "neon", "neon-dotprod". */
 const char *pl_quant_isa(void);
+
+/* Whether the environment lets the engine use kernels of the set named isa (every SIMD
+ * choice in the engine asks: quant, tiled matmul and attention kernels alike), so that each
+ * path can be tested on one machine. PICOLM_FORCE_SCALAR=1 (set, not empty, not "0") or
+ * PICOLM_ISA=scalar: none; PICOLM_ISA=avx2: "avx2" only; PICOLM_ISA=avx512: "avx2" and
+ * "avx512"; PICOLM_ISA=neon: "neon" only; PICOLM_ISA=neon-dotprod: both ARM sets; unset,
+ * empty or "best": every set (the CPU decides). Another PICOLM_ISA value allows none (a typo
+ * must not silently test the wrong path). "scalar" is always allowed. */
+bool pl_quant_env_allows(const char *isa);
 
 /* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */
 float pl_fp16_to_f32(uint16_t h);

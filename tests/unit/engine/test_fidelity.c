@@ -33,6 +33,7 @@
 #include "fidelity_ref.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
+#include "pl/engine_quant.h"
 #include "pl/engine_sampler.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/engine_types.h"
@@ -393,6 +394,8 @@ int main(void) {
     }
     char dir[4096];
     (void)snprintf(dir, sizeof(dir), "%s/models", data);
+    /* Which kernel path this run checks (PICOLM_ISA / PICOLM_FORCE_SCALAR choose it). */
+    fprintf(stderr, "kernels: %s\n", pl_quant_isa());
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "%s: %s: skipping\n", dir, strerror(errno));

@@ -1232,6 +1232,50 @@ static void test_quantizers_reproduce_llama_quantize(void **state) {
     requantize_matches_file(p32, PL_GGML_TYPE_Q4_0);
 }
 
+/* ---- Which kernel sets the environment allows (pl_quant_env_allows) ---- */
+
+static void expect_allows(const char *force, const char *isa_env, const char *want_yes) {
+    static const char *const sets[] = {"avx2", "avx512", "neon", "neon-dotprod"};
+    if (force)
+        setenv("PICOLM_FORCE_SCALAR", force, 1);
+    else
+        unsetenv("PICOLM_FORCE_SCALAR");
+    if (isa_env)
+        setenv("PICOLM_ISA", isa_env, 1);
+    else
+        unsetenv("PICOLM_ISA");
+    assert_true(pl_quant_env_allows("scalar"));
+    assert_false(pl_quant_env_allows(NULL));
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+        /* want_yes: "|avx2|avx512|" style list of the sets that must be allowed. */
+        char key[32];
+        snprintf(key, sizeof(key), "|%s|", sets[i]);
+        bool want = strstr(want_yes, key) != NULL;
+        if (pl_quant_env_allows(sets[i]) != want)
+            fail_msg("FORCE_SCALAR=%s ISA=%s: %s should be %s", force ? force : "(unset)",
+                     isa_env ? isa_env : "(unset)", sets[i], want ? "allowed" : "refused");
+    }
+}
+
+static void test_env_selects_kernel_sets(void **state) {
+    (void)state;
+    const char *all = "|avx2|avx512|neon|neon-dotprod|";
+    expect_allows(NULL, NULL, all);
+    expect_allows("0", "", all);
+    expect_allows("", "best", all);
+    expect_allows("1", NULL, "||");
+    expect_allows("yes", "avx512", "||"); /* FORCE_SCALAR wins */
+    expect_allows(NULL, "scalar", "||");
+    expect_allows(NULL, "avx2", "|avx2|");
+    expect_allows(NULL, "avx512", "|avx2|avx512|");
+    expect_allows(NULL, "neon", "|neon|");
+    expect_allows("0", "neon-dotprod", "|neon|neon-dotprod|");
+    expect_allows(NULL, "avx-512", "||"); /* a typo tests nothing by accident */
+    expect_allows(NULL, "AVX2", "||");
+    unsetenv("PICOLM_ISA");
+    unsetenv("PICOLM_FORCE_SCALAR");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         /* first: forks before this process builds its dispatch table */
@@ -1262,6 +1306,7 @@ int main(void) {
         cmocka_unit_test(test_quantized_activations_dot_close_to_float_dot),
         cmocka_unit_test(test_real_tensors_dequantize),
         cmocka_unit_test(test_quantizers_reproduce_llama_quantize),
+        cmocka_unit_test(test_env_selects_kernel_sets),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     if (failed == 0 && data_missing)
