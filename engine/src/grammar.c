@@ -1157,7 +1157,7 @@ static int build_any(struct compiler *c, uint32_t *ret) {
         *ret = g->any;
         return 0;
     }
-    uint32_t u, o, a, s, num, lit;
+    uint32_t u = 0, o = 0, a = 0, s = 0, num = 0, lit = 0; /* set below (gcc cannot tell) */
     static const char *const words[] = {"true", "false", "null"};
     static const size_t wl[] = {4, 5, 4};
     int r;

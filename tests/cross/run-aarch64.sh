@@ -7,8 +7,7 @@
 # it through CTest (qemu -cpu max: the dot-product set; the test checks the baseline NEON
 # set too, then once more with PICOLM_FORCE_SCALAR=1), and finally once on a Cortex-A53
 # model (no dot-product extension) to check that the dispatch falls back to "neon".
-# With --fidelity it also builds test_engine_fidelity (in <build-dir>-fidelity, without
-# -Werror: engine files outside the quant kernels still warn on aarch64) and runs it under
+# With --fidelity it also builds test_engine_fidelity (in <build-dir>-fidelity) and runs it under
 # both CPU models on the models of PICOLM_TEST_DATA (about a minute per model).
 # Usage: tests/cross/run-aarch64.sh [--fidelity] [build-dir]   (default: <source>/build-aarch64)
 # Note: test_engine_quant forks, and a forked dynamically linked guest hangs in qemu-user
@@ -57,7 +56,7 @@ qemu-aarch64 -L "$sysroot" -cpu cortex-a53 "$build/bin/test_engine_quant_neon"
 if [ "$fidelity" -eq 1 ]; then
     fbuild=$build-fidelity
     cmake -S "$src" -B "$fbuild" -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=Release \
-        -DPL_WERROR=OFF >/dev/null
+        -DPL_WERROR=ON >/dev/null
     nice -n 10 cmake --build "$fbuild" --target test_engine_fidelity -j2
     (cd "$fbuild" && ctest --output-on-failure -R '^test_engine_fidelity$')
     echo "run-aarch64: fidelity on the baseline NEON CPU model (cortex-a53)"
