@@ -92,7 +92,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const uint8_t *wd = w->data;
     const uint32_t n_tok = act->n_tok;
 
-    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK) {
+    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
         float tmp[ROW_BLOCK];
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
             uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
@@ -106,7 +106,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         }
         return;
     }
-    if (act->tk) {
+    if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
         float tmp[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
         const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;
         const uint32_t tb = tile_block(act->tile_bytes);
@@ -149,7 +149,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const uint32_t n_tok = act->n_tok;
     const size_t rb = gate->row_bytes;
 
-    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK) {
+    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
         float tg[ROW_BLOCK], tu[ROW_BLOCK];
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
             uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
@@ -163,7 +163,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         }
         return;
     }
-    if (act->tk) {
+    if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
         float tg[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
         float tu[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
         const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;

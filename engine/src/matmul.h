@@ -35,7 +35,8 @@ struct pl_mm_tile_kernel {
                  const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out);
     /* Decode: out[r] = w row r . vec for r < n_rows, vec a one-slot layout. Same sums per
      * super-block as rows(), so a token gets the same result either way up to the order of
-     * the final additions. */
+     * the final additions. NULL: decode uses the per-row vec_dot of the quant table (for
+     * Q4_K it streams the weights faster: 24.4 vs 21.2 tok/s whole-model decode). */
     void (*vec_rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                      const uint8_t *vec, float *out);
 };

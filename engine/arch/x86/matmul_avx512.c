@@ -486,13 +486,13 @@ DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 0, 0)
 DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1, 7)
-DEFINE_VEC_ROWS(vec_q4_K, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
 DEFINE_VEC_ROWS(vec_q6_K, unpack_q6_K, 1, sizeof(struct pl_block_q6_K))
 DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 0, 8 * sizeof(struct pl_block_q4_0))
 DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 0, 8 * sizeof(struct pl_block_q8_0))
 
+/* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                vec_q4_K};
+                                                NULL};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
                                                 vec_q6_K};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
