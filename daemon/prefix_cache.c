@@ -256,8 +256,12 @@ uint32_t pl_daemon_pcache_lookup(struct pl_daemon_pcache *pc, const int32_t *tok
     uint64_t h = pc->seed;
     pc->clock++;
     pc->st.lookups++;
-    /* At least one prompt token is left to prefill: its logits start the generation. */
-    uint32_t max = n_tok ? (n_tok - 1) / BT : 0;
+    /* At least one prompt token is left to prefill: its logits start the generation; and
+     * at least PL_CTX_BATCHED_MIN when the prompt has them, so that the rest goes through
+     * the same kernels as a whole prefill would and the answer does not depend on whether
+     * the prefix was cached (engine_model.h). */
+    const uint32_t keep = n_tok >= PL_CTX_BATCHED_MIN ? PL_CTX_BATCHED_MIN : 1;
+    uint32_t max = n_tok ? (n_tok - keep) / BT : 0;
     max = PL_MIN(max, pc->max_chain);
     while (k < max) {
         h = chain_hash(h, tok + (size_t)k * BT);

@@ -746,7 +746,12 @@ static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
         struct pl_daemon_req *q = s->held[i];
         if (q->phase != PL_DAEMON_PHASE_PREFILL)
             continue;
-        uint32_t take = PL_MIN(q->n_prompt - q->n_fed, PL_MIN(budget, s->o.n_batch - n));
+        uint32_t left = q->n_prompt - q->n_fed;
+        uint32_t take = PL_MIN(left, PL_MIN(budget, s->o.n_batch - n));
+        /* No tail shorter than the batched kernels take (engine_model.h): a prompt's logits
+         * then do not depend on how it was chunked. */
+        if (take < left && left - take < PL_CTX_BATCHED_MIN && take >= 2 * PL_CTX_BATCHED_MIN)
+            take -= PL_CTX_BATCHED_MIN - (left - take);
         for (uint32_t k = 0; k < take; k++, n++) {
             s->b_tok[n] = q->prompt[q->n_fed];
             s->b_pos[n] = (int32_t)q->n_fed;

@@ -35,6 +35,7 @@
 
 /* Batches of fewer entries run "private": see pl_ctx.th_xb. */
 #define PRIV (PL_MM_MIN_TILED_TOK - 1u)
+_Static_assert(PL_MM_MIN_TILED_TOK == PL_CTX_BATCHED_MIN, "engine_model.h promises this");
 
 /* Matrix products per forward run, at most: per layer Q, K, V, O, gate, up, down; output. */
 #define MM_PER_LAYER 7u
@@ -669,8 +670,12 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
 
     /* Run chunk by chunk; each chunk's wanted logits follow the previous chunk's. */
     const size_t n_vocab = c->m->hp.n_vocab;
-    for (uint32_t i0 = 0; i0 < b->n; i0 += c->n_chunk) {
-        uint32_t n = PL_MIN(c->n_chunk, b->n - i0), n_out = 0;
+    for (uint32_t i0 = 0, n = 0; i0 < b->n; i0 += n) {
+        uint32_t rem = b->n - i0, n_out = 0;
+        n = PL_MIN(c->n_chunk, rem);
+        /* Never leave a last piece too short for the batched kernels (engine_model.h). */
+        if (n < rem && rem - n < PL_CTX_BATCHED_MIN && n >= 2 * PL_CTX_BATCHED_MIN)
+            n -= PL_CTX_BATCHED_MIN - (rem - n);
         for (uint32_t i = 0; i < n; i++)
             if (b->logits ? b->logits[i0 + i] : i0 + i + 1 == b->n)
                 c->out_rows[n_out++] = i;

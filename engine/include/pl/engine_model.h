@@ -115,6 +115,13 @@ struct pl_ctx_opts {
 int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx **ret);
 void pl_ctx_free(struct pl_ctx *c);
 
+/* Runs of at least PL_CTX_BATCHED_MIN entries go through the batched (prefill) kernels,
+ * shorter ones through the decode kernels; the two agree only to float rounding, which can
+ * flip a near-tie in greedy sampling. pl_ctx_decode() never cuts a batch of at least this
+ * many entries into a piece shorter than it, so a prompt gives the same logits however the
+ * caller splits it into calls, as long as every call has at least this many entries. */
+#define PL_CTX_BATCHED_MIN 4u
+
 /* One batched forward step. Entry i feeds token[i] at position pos[i] of sequence seq[i];
  * a sequence's positions must continue what its KV cache holds (pos == current length +
  * the number of earlier entries of the same sequence in this batch).
