@@ -46,6 +46,7 @@ _Static_assert(PL_MM_MIN_TILED_TOK == PL_CTX_BATCHED_MIN, "engine_model.h promis
  * the slowest). Aim for this many chunks per thread, of at least ROWS_MIN rows. */
 #define CHUNKS_PER_THREAD 8u
 #define ROWS_MIN 16u
+#define DYNAMIC_MIN_BYTES ((uint64_t)256 << 10) /* smaller matrices: a static split */
 
 struct mm_counter {
     _Atomic uint32_t next; /* next chunk to hand out */
@@ -215,18 +216,25 @@ static bool same_act(const struct pl_weight *a, const struct pl_weight *b) {
 /* Rows [0, n_rows) of product number *mm_k of this run (every thread numbers the products
  * alike), handed out in chunks; one thread takes all of them without atomics. */
 struct mm_share {
-    _Atomic uint32_t *next;
-    uint32_t n_rows, rows;
+    _Atomic uint32_t *next; /* NULL: the static share [lo, hi) */
+    uint32_t n_rows, rows, lo, hi;
     bool done;
 };
 
-static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, uint32_t nth,
-                        struct mm_share *ret) {
+static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_t row_bytes,
+                        uint32_t ith, uint32_t nth, struct mm_share *ret) {
     uint32_t k = (*mm_k)++;
     uint32_t want = nth * CHUNKS_PER_THREAD;
-    *ret = (struct mm_share){.next = NULL, .n_rows = n_rows, .rows = n_rows, .done = false};
+    *ret = (struct mm_share){.next = NULL, .n_rows = n_rows, .rows = n_rows, .lo = 0,
+                             .hi = n_rows, .done = false};
     if (nth == 1 || k >= c->n_mm)
         return; /* alone (or past the counters, impossible by construction): all rows */
+    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES) {
+        /* Small matrices (tiny models): the counter's cache line bouncing between cores
+         * costs more than any imbalance. */
+        split(n_rows, ith, nth, &ret->lo, &ret->hi);
+        return;
+    }
     ret->next = &c->mm[k].next;
     ret->rows = PL_ALIGN_UP(PL_MAX((n_rows + want - 1) / want, ROWS_MIN), ROWS_MIN);
 }
@@ -236,9 +244,9 @@ static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) 
         if (sh->done)
             return false;
         sh->done = true;
-        *ret_lo = 0;
-        *ret_hi = sh->n_rows;
-        return sh->n_rows > 0;
+        *ret_lo = sh->lo;
+        *ret_hi = sh->hi;
+        return sh->lo < sh->hi;
     }
     /* Relaxed: the barriers around each phase order the rows' writes and reads. */
     uint64_t i = atomic_fetch_add_explicit(sh->next, 1, memory_order_relaxed);
@@ -272,7 +280,7 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
         for (j = i; j < n_w && same_act(ws[i], ws[j]); j++) {
             struct mm_share sh;
             uint32_t r_lo, r_hi;
-            share_begin(c, mm_k, ws[j]->n_rows, nth, &sh);
+            share_begin(c, mm_k, ws[j]->n_rows, ws[j]->row_bytes, ith, nth, &sh);
             while (share_next(&sh, &r_lo, &r_hi))
                 pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j],
                                r_lo, r_hi);
@@ -296,7 +304,7 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float 
         if (!is_private(n_tok))
             pl_threadpool_barrier(c->pool);
         struct mm_share sh;
-        share_begin(c, mm_k, n_ff, nth, &sh);
+        share_begin(c, mm_k, n_ff, 2 * l->w_gate.row_bytes, ith, nth, &sh);
         while (share_next(&sh, &r_lo, &r_hi))
             pl_matmul_swiglu_rows(&l->w_gate, &l->w_up, &act, c->hg, n_ff, r_lo, r_hi);
         return;
