@@ -61,17 +61,21 @@ size_t pl_mm_tile_bytes(int64_t n) {
     return pl_mm_lay_bytes(n, PL_MM_TILE);
 }
 
-void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
+void pl_mm_lay_clear(int64_t n, uint8_t *buf, uint32_t nt, uint32_t t) {
     for (int64_t s = 0; s < n / 256; s++) {
         for (uint32_t g = 0; g < 64; g++)
-            memset(pl_mm_lay_qs(tile, n, PL_MM_TILE, s, g, t), 0, 4);
+            memset(pl_mm_lay_qs(buf, n, nt, s, g, t), 0, 4);
         for (uint32_t j = 0; j < 8; j++)
-            pl_mm_lay_da(tile, n, PL_MM_TILE, s, j)[t] = 0.0f;
+            pl_mm_lay_da(buf, n, nt, s, j)[t] = 0.0f;
         for (uint32_t j = 0; j < 16; j++) {
-            pl_mm_lay_fs(tile, n, PL_MM_TILE, s, j)[t] = 0.0f;
-            pl_mm_lay_ns(tile, n, PL_MM_TILE, s, j)[t] = 0;
+            pl_mm_lay_fs(buf, n, nt, s, j)[t] = 0.0f;
+            pl_mm_lay_ns(buf, n, nt, s, j)[t] = 0;
         }
     }
+}
+
+void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
+    pl_mm_lay_clear(n, tile, PL_MM_TILE, t);
 }
 
 /* ---- Drivers ---- */
@@ -108,22 +112,23 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     }
     if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
         float tmp[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
-        const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;
+        const uint32_t ts = act->slots == PL_MM_HALF ? PL_MM_HALF : PL_MM_TILE;
+        const pl_mm_rows_fn rows = ts == PL_MM_HALF ? act->tk->rows8 : act->tk->rows;
+        const uint32_t n_tiles = (n_tok + ts - 1) / ts;
         const uint32_t tb = tile_block(act->tile_bytes);
         for (uint32_t i0 = 0; i0 < n_tiles; i0 += tb) {
             const uint32_t ni = PL_MIN(tb, n_tiles - i0);
             for (uint32_t r0 = r_lo; r0 < r_hi; r0 += PL_MM_ROWS) {
                 const uint32_t nr = PL_MIN(PL_MM_ROWS, r_hi - r0);
-                act->tk->rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
-                              act->tiles + (size_t)i0 * act->tile_bytes, act->tile_bytes, ni,
-                              tmp);
+                rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
+                     act->tiles + (size_t)i0 * act->tile_bytes, act->tile_bytes, ni, tmp);
                 for (uint32_t i = 0; i < ni; i++) {
-                    const uint32_t t0 = (i0 + i) * PL_MM_TILE;
-                    const uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+                    const uint32_t t0 = (i0 + i) * ts;
+                    const uint32_t nt = PL_MIN(ts, n_tok - t0);
                     for (uint32_t t = 0; t < nt; t++)
                         for (uint32_t r = 0; r < nr; r++)
                             store(out + (size_t)(t0 + t) * out_stride + r0 + r,
-                                  tmp[(i * nr + r) * PL_MM_TILE + t], bias, r0 + r, accumulate);
+                                  tmp[(i * nr + r) * ts + t], bias, r0 + r, accumulate);
                 }
             }
         }
@@ -166,23 +171,23 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
         float tg[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
         float tu[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
-        const uint32_t n_tiles = (n_tok + PL_MM_TILE - 1) / PL_MM_TILE;
+        const uint32_t ts = act->slots == PL_MM_HALF ? PL_MM_HALF : PL_MM_TILE;
+        const pl_mm_rows_fn rows = ts == PL_MM_HALF ? act->tk->rows8 : act->tk->rows;
+        const uint32_t n_tiles = (n_tok + ts - 1) / ts;
         const uint32_t tb = tile_block(act->tile_bytes);
         for (uint32_t i0 = 0; i0 < n_tiles; i0 += tb) {
             const uint32_t ni = PL_MIN(tb, n_tiles - i0);
             const uint8_t *tiles = act->tiles + (size_t)i0 * act->tile_bytes;
             for (uint32_t r0 = r_lo; r0 < r_hi; r0 += PL_MM_ROWS) {
                 const uint32_t nr = PL_MIN(PL_MM_ROWS, r_hi - r0);
-                act->tk->rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tiles,
-                              act->tile_bytes, ni, tg);
-                act->tk->rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes,
-                              ni, tu);
+                rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes, ni, tg);
+                rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes, ni, tu);
                 for (uint32_t i = 0; i < ni; i++) {
-                    const uint32_t t0 = (i0 + i) * PL_MM_TILE;
-                    const uint32_t nt = PL_MIN(PL_MM_TILE, n_tok - t0);
+                    const uint32_t t0 = (i0 + i) * ts;
+                    const uint32_t nt = PL_MIN(ts, n_tok - t0);
                     for (uint32_t t = 0; t < nt; t++)
                         for (uint32_t r = 0; r < nr; r++) {
-                            const size_t k = (i * nr + r) * PL_MM_TILE + t;
+                            const size_t k = (i * nr + r) * ts + t;
                             out[(size_t)(t0 + t) * out_stride + r0 + r] = silu(tg[k]) * tu[k];
                         }
                 }

@@ -16,12 +16,18 @@ struct pl_weight;
 
 #define PL_MM_TILE 16u          /* tokens per activation tile */
 #define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: one vector layout per token (decode) */
+#define PL_MM_HALF 8u           /* at most this many: one half tile (rows8), e.g. the decode
+                                   step of several sessions, without 8 empty lanes */
 #define PL_MM_ROWS 4u           /* weight rows per call of a tiled kernel's rows() */
 
 /* A tiled kernel for one weight type (engine/arch/<isa>/matmul_*.c). Tiles hold super-blocks
  * of 256 elements (n % 256 == 0); the lane layout (layout: sub-blocks of 32 or 16 elements)
  * is shared by the weight types with the same act_type and layout. A layout holds nt token
  * slots: PL_MM_TILE for prefill tiles, 1 for the decode vectors. */
+typedef void (*pl_mm_rows_fn)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                              const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles,
+                              float *out);
+
 struct pl_mm_tile_kernel {
     uint32_t act_type; /* enum pl_ggml_type the prep reads: the weight's vec_dot_type */
     uint32_t layout;   /* 32 or 16: sub-block size of the lane layout */
@@ -39,6 +45,11 @@ struct pl_mm_tile_kernel {
      * Q4_K it streams the weights faster: 24.4 vs 21.2 tok/s whole-model decode). */
     void (*vec_rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                      const uint8_t *vec, float *out);
+    /* rows() over tiles of PL_MM_HALF slots (layouts with nt = PL_MM_HALF), out[(i * n_rows +
+     * r) * PL_MM_HALF + t]: per token the same operations in the same order as rows(), so
+     * the results are bit-identical. NULL: full tiles only. */
+    void (*rows8)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                  const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out);
 };
 
 /* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's
@@ -82,6 +93,8 @@ static inline size_t pl_mm_lay_bytes(int64_t n, uint32_t nt) {
 size_t pl_mm_tile_bytes(int64_t n);
 /* Zero slot t of a tile (padding past the last token). */
 void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t);
+/* The same for a layout of nt slots. */
+void pl_mm_lay_clear(int64_t n, uint8_t *buf, uint32_t nt, uint32_t t);
 
 /* The tiled kernel for weight type t with rows of n elements, or NULL (none for this CPU,
  * n not a multiple of 256, or the environment refuses AVX-512: pl_quant_env_allows). */
@@ -104,6 +117,7 @@ struct pl_mm_act {
     const uint8_t *tiles;
     size_t tile_bytes;
     uint32_t n_tok;
+    uint32_t slots; /* slots per tile: PL_MM_TILE (also when 0) or PL_MM_HALF (tk->rows8) */
 };
 
 /* out[t * out_stride + r] (+)= w[r] . act[t] (+ bias[r]) for r in [r_lo, r_hi), every t.

@@ -384,6 +384,77 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
     }
 }
 
+static inline __m256i bcast_group8(const struct packed_sb *p, uint32_t g) {
+    int32_t v;
+    memcpy(&v, p->w + 4 * g, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* The same for a half tile (PL_MM_HALF tokens, 256-bit lanes; per lane the very same
+ * operations in the same order, so a token gets bit-identical results either way): acc[r] (8 tokens) += rows r < nr of chunk [s0, s0 + n_sc) . tile; pk[r * n_sc + c] is
+ * super-block s0 + c of row r. n_sub: sub-blocks per super-block (8: layout 32, 16: layout
+ * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. */
+static inline __attribute__((always_inline)) void
+rows_chunk8(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,
+           int64_t s0, uint32_t n_sub, int block_da, int off_shift, __m256 *acc) {
+    for (int64_t c = 0; c < n_sc; c++) {
+        const int64_t s = s0 + c;
+        const int8_t *q = pl_mm_lay_qs(tl, n, PL_MM_HALF, s, 0, 0);
+        __m256 part[R_MAX];
+        for (uint32_t r = 0; r < nr; r++)
+            part[r] = _mm256_setzero_ps();
+        /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */
+        for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {
+            __m256i p[2][R_MAX];
+            for (uint32_t jj = 0; jj < 2; jj++) {
+                /* A weight offset of 2^off_shift: start at -offset x the activations' sum. */
+                const __m256i p0 =
+                    off_shift ? _mm256_slli_epi32(
+                                    _mm256_load_si256((const __m256i *)(const void *)pl_mm_lay_ns(tl, n, PL_MM_HALF, s, j0 + jj)),
+                                    (unsigned)off_shift)
+                              : _mm256_setzero_si256();
+                for (uint32_t r = 0; r < nr; r++)
+                    p[jj][r] = p0;
+            }
+            for (uint32_t k = 0; k < 4; k++)
+                for (uint32_t h = 0; h < 16 / n_sub; h++)
+                    for (uint32_t jj = 0; jj < 2; jj++) {
+                        const uint32_t g = 16 * k + (16 / n_sub) * (j0 + jj) + h;
+                        const __m256i a = _mm256_load_si256((const __m256i *)(const void *)(q + 32 * g));
+                        for (uint32_t r = 0; r < nr; r++)
+                            p[jj][r] = _mm256_dpbusd_epi32(
+                                p[jj][r], bcast_group8(&pk[r * n_sc + c], g), a);
+                    }
+            for (uint32_t jj = 0; jj < 2; jj++) {
+                const uint32_t j = j0 + jj, lane = (16 / n_sub) * j;
+                if (block_da) {
+                    const __m256 da = _mm256_load_ps(pl_mm_lay_da(tl, n, PL_MM_HALF, s, j));
+                    for (uint32_t r = 0; r < nr; r++)
+                        acc[r] = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(p[jj][r]),
+                            _mm256_mul_ps(da, _mm256_set1_ps(pk[r * n_sc + c].scale[lane])),
+                            acc[r]);
+                } else {
+                    for (uint32_t r = 0; r < nr; r++)
+                        part[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[jj][r]),
+                                                  _mm256_set1_ps(pk[r * n_sc + c].scale[lane]),
+                                                  part[r]);
+                }
+            }
+        }
+        if (!block_da) {
+            const __m256 da = _mm256_load_ps(pl_mm_lay_da(tl, n, PL_MM_HALF, s, 0));
+            for (uint32_t r = 0; r < nr; r++)
+                acc[r] = _mm256_fmadd_ps(part[r], da, acc[r]);
+        }
+        for (uint32_t j = 0; !off_shift && j < n_sub; j++) {
+            const __m256 fs = _mm256_load_ps(pl_mm_lay_fs(tl, n, PL_MM_HALF, s, j));
+            for (uint32_t r = 0; r < nr; r++)
+                acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(pk[r * n_sc + c].cmin[j]), fs, acc[r]);
+        }
+    }
+}
+
 /* Rows r < nr (compile-time constant after inlining) of w times n_tiles tiles: the rows'
  * super-blocks are unpacked SB_CHUNK at a time and each chunk is used for every tile; with
  * more than one chunk the partial sums go through out. */
@@ -411,6 +482,54 @@ rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, i
                 rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
                 for (uint32_t r = 0; r < nr; r++)                                             \
                     _mm512_storeu_ps(o + r * T, acc[r]);                                      \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) { \
+        _Alignas(64) struct packed_sb pk[R_MAX * SB_CHUNK];                                   \
+        switch (n_rows) {                                                                     \
+        case 4:                                                                               \
+            name##_group(n, w, row_bytes, 4, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        case 3:                                                                               \
+            name##_group(n, w, row_bytes, 3, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        case 2:                                                                               \
+            name##_group(n, w, row_bytes, 2, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        case 1:                                                                               \
+            name##_group(n, w, row_bytes, 1, tiles, tile_bytes, n_tiles, pk, out);            \
+            break;                                                                            \
+        default:                                                                              \
+            break;                                                                            \
+        }                                                                                     \
+    }
+
+#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                                            \
+    static inline __attribute__((always_inline)) void name##_group(                           \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
+        size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
+        const int64_t n_sb = n / 256;                                                         \
+        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
+            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
+            for (uint32_t r = 0; r < nr; r++)                                                 \
+                for (int64_t c = 0; c < n_sc; c++) {                                          \
+                    struct unpacked u;                                                        \
+                    unpack(w + (size_t)r * row_bytes, s0 + c, &u);                            \
+                    pack_sb(&u, &pk[r * n_sc + c]);                                           \
+                }                                                                             \
+            for (uint32_t i = 0; i < n_tiles; i++) {                                          \
+                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
+                if (s0 == 0)                                                                  \
+                    prefetch_next(w, nr * row_bytes, i, n_tiles);                             \
+                float *o = out + (size_t)i * nr * PL_MM_HALF;                                          \
+                __m256 acc[R_MAX];                                                            \
+                for (uint32_t r = 0; r < nr; r++)                                             \
+                    acc[r] = s0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(o + r * PL_MM_HALF);      \
+                rows_chunk8(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
+                for (uint32_t r = 0; r < nr; r++)                                             \
+                    _mm256_storeu_ps(o + r * PL_MM_HALF, acc[r]);                                      \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
@@ -486,19 +605,23 @@ DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 0, 0)
 DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1, 7)
+DEFINE_ROWS8(rows8_q4_K, unpack_q4_K, 8, 0, 0)
+DEFINE_ROWS8(rows8_q6_K, unpack_q6_K, 16, 0, 5)
+DEFINE_ROWS8(rows8_q4_0, unpack_q4_0, 8, 1, 3)
+DEFINE_ROWS8(rows8_q8_0, unpack_q8_0, 8, 1, 7)
 DEFINE_VEC_ROWS(vec_q6_K, unpack_q6_K, 1, sizeof(struct pl_block_q6_K))
 DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 0, 8 * sizeof(struct pl_block_q4_0))
 DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 0, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                NULL};
+                                                NULL, rows8_q4_K};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                vec_q6_K};
+                                                vec_q6_K, rows8_q6_K};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
-                                                vec_q4_0};
+                                                vec_q4_0, rows8_q4_0};
 static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
-                                                vec_q8_0};
+                                                vec_q8_0, rows8_q8_0};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {

@@ -192,6 +192,34 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
         out[i] = 1000.0f + (float)(i % 7);
     pl_matmul_rows(&m.w, &a.act, out, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
                    sh->rows);
+    if (a.act.tk && a.act.tk->rows8 && sh->n_tok >= PL_MM_MIN_TILED_TOK &&
+        sh->n_tok <= PL_MM_HALF) {
+        /* The same tokens in one half tile: bit-identical to the full tile (matmul.h). */
+        const size_t hb = (pl_mm_lay_bytes(sh->n, PL_MM_HALF) + 63) & ~(size_t)63;
+        uint8_t *half = aligned_alloc(64, hb);
+        float *out2 = malloc(sizeof(float) * (size_t)stride * sh->n_tok);
+        assert_non_null(half);
+        assert_non_null(out2);
+        for (uint32_t t = 0; t < PL_MM_HALF; t++) {
+            if (t < sh->n_tok)
+                a.act.tk->prep(a.xq + (size_t)t * m.w.act_row_bytes, sh->n, half, PL_MM_HALF,
+                               t);
+            else
+                pl_mm_lay_clear(sh->n, half, PL_MM_HALF, t);
+        }
+        struct pl_mm_act h = a.act;
+        h.tiles = half;
+        h.tile_bytes = hb;
+        h.slots = PL_MM_HALF;
+        for (size_t i = 0; i < (size_t)stride * sh->n_tok; i++)
+            out2[i] = 1000.0f + (float)(i % 7);
+        pl_matmul_rows(&m.w, &h, out2, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
+                       sh->rows);
+        if (memcmp(out2, out, sizeof(float) * (size_t)stride * sh->n_tok) != 0)
+            fail_msg("type %u n %u: half tile differs from the full tile", type, sh->n);
+        free(out2);
+        free(half);
+    }
     for (uint32_t t = 0; t < sh->n_tok; t++)
         for (uint32_t r = 0; r < stride; r++) {
             const size_t i = (size_t)t * stride + r;

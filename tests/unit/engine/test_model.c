@@ -577,6 +577,31 @@ static void test_model_prompt_split_gives_same_logits(void **state) {
         }
     }
     assert_int_equal(bad, 0);
+
+    /* A step that decodes for several sessions: a session's logits are the same in a batch of
+     * 5 (one half tile) and of 12 (a full tile), as they are for its prompt. */
+    struct pl_ctx_opts co2 = {.n_ctx = 256, .n_seq = 12, .n_batch = 128, .kv_type = PL_KV_F16};
+    struct pl_ctx *c5 = NULL, *c12 = NULL;
+    assert_int_equal(pl_ctx_new(m, &co2, &c5), 0);
+    assert_int_equal(pl_ctx_new(m, &co2, &c12), 0);
+    feed_split(c5, tok, 66, whole, want);
+    feed_split(c12, tok, 66, whole, got);
+    int32_t st[12], sp[12], ss[12];
+    bool sl[12];
+    for (int i = 0; i < 12; i++) {
+        st[i] = (int32_t)(200 + 37 * i);
+        sp[i] = i == 0 ? 66 : 0;
+        ss[i] = i;
+        sl[i] = i == 0;
+    }
+    struct pl_batch b5 = {.n = 5, .token = st, .pos = sp, .seq = ss, .logits = sl};
+    struct pl_batch b12 = {.n = 12, .token = st, .pos = sp, .seq = ss, .logits = sl};
+    assert_int_equal(pl_ctx_decode(c5, &b5, want), 0);
+    assert_int_equal(pl_ctx_decode(c12, &b12, got), 0);
+    assert_memory_equal(got, want, (size_t)nv * sizeof(float));
+    pl_ctx_free(c5);
+    pl_ctx_free(c12);
+
     free(want);
     free(got);
     pl_ctx_free(c);
