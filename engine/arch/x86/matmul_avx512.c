@@ -25,8 +25,6 @@
 #include "quant_blocks.h"
 #include "pl/engine_types.h"
 
-#define T PL_MM_TILE
-
 _Static_assert(PL_MM_TILE == 16, "the kernels below hold 16 token accumulators");
 
 /* ---- Activation repacking (once per token and matrix: cost is negligible) ---- */
@@ -305,10 +303,11 @@ static inline void pack_sb(const struct unpacked *u, struct packed_sb *p) {
     _mm512_store_ps(p->cmin, u->cmin);
 }
 
-static inline __m512i bcast_group(const struct packed_sb *p, uint32_t g) {
+/* The 4 weight bytes of group g, to broadcast to every token lane. */
+static inline int32_t group_word(const struct packed_sb *p, uint32_t g) {
     int32_t v;
     memcpy(&v, p->w + 4 * g, 4);
-    return _mm512_set1_epi32(v);
+    return v;
 }
 
 /* The weight rows after a group (the driver's next call, bytes bytes from w + bytes) are
@@ -320,145 +319,90 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
         _mm_prefetch(p + o, _MM_HINT_T1);
 }
 
-/* acc[r] (16 tokens) += rows r < nr of chunk [s0, s0 + n_sc) . tile; pk[r * n_sc + c] is
+/* acc[r] (NT tokens) += rows r < nr of chunk [s0, s0 + n_sc) . tile; pk[r * n_sc + c] is
  * super-block s0 + c of row r. n_sub: sub-blocks per super-block (8: layout 32, 16: layout
- * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. */
-static inline __attribute__((always_inline)) void
-rows_chunk(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,
-           int64_t s0, uint32_t n_sub, int block_da, int off_shift, __m512 *acc) {
-    for (int64_t c = 0; c < n_sc; c++) {
-        const int64_t s = s0 + c;
-        const int8_t *q = pl_mm_lay_qs(tl, n, T, s, 0, 0);
-        __m512 part[R_MAX];
-        for (uint32_t r = 0; r < nr; r++)
-            part[r] = _mm512_setzero_ps();
-        /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */
-        for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {
-            __m512i p[2][R_MAX];
-            for (uint32_t jj = 0; jj < 2; jj++) {
-                /* A weight offset of 2^off_shift: start at -offset x the activations' sum. */
-                const __m512i p0 =
-                    off_shift ? _mm512_slli_epi32(
-                                    _mm512_load_si512(pl_mm_lay_ns(tl, n, T, s, j0 + jj)),
-                                    (unsigned)off_shift)
-                              : _mm512_setzero_si512();
-                for (uint32_t r = 0; r < nr; r++)
-                    p[jj][r] = p0;
-            }
-            for (uint32_t k = 0; k < 4; k++)
-                for (uint32_t h = 0; h < 16 / n_sub; h++)
-                    for (uint32_t jj = 0; jj < 2; jj++) {
-                        const uint32_t g = 16 * k + (16 / n_sub) * (j0 + jj) + h;
-                        const __m512i a = _mm512_load_si512(q + 64 * g);
-                        for (uint32_t r = 0; r < nr; r++)
-                            p[jj][r] = _mm512_dpbusd_epi32(
-                                p[jj][r], bcast_group(&pk[r * n_sc + c], g), a);
-                    }
-            for (uint32_t jj = 0; jj < 2; jj++) {
-                const uint32_t j = j0 + jj, lane = (16 / n_sub) * j;
-                if (block_da) {
-                    const __m512 da = _mm512_load_ps(pl_mm_lay_da(tl, n, T, s, j));
-                    for (uint32_t r = 0; r < nr; r++)
-                        acc[r] = _mm512_fmadd_ps(
-                            _mm512_cvtepi32_ps(p[jj][r]),
-                            _mm512_mul_ps(da, _mm512_set1_ps(pk[r * n_sc + c].scale[lane])),
-                            acc[r]);
-                } else {
-                    for (uint32_t r = 0; r < nr; r++)
-                        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[jj][r]),
-                                                  _mm512_set1_ps(pk[r * n_sc + c].scale[lane]),
-                                                  part[r]);
-                }
-            }
-        }
-        if (!block_da) {
-            const __m512 da = _mm512_load_ps(pl_mm_lay_da(tl, n, T, s, 0));
-            for (uint32_t r = 0; r < nr; r++)
-                acc[r] = _mm512_fmadd_ps(part[r], da, acc[r]);
-        }
-        for (uint32_t j = 0; !off_shift && j < n_sub; j++) {
-            const __m512 fs = _mm512_load_ps(pl_mm_lay_fs(tl, n, T, s, j));
-            for (uint32_t r = 0; r < nr; r++)
-                acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(pk[r * n_sc + c].cmin[j]), fs, acc[r]);
-        }
+ * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. Made for
+ * W-bit vectors of NT tokens: full tiles (512, PL_MM_TILE) and half tiles (256, PL_MM_HALF)
+ * run the very same operations per token lane in the same order, so a token's results are
+ * bit-identical in either. */
+#define DEFINE_ROWS_CHUNK(fname, W, NT)                                                       \
+    static inline __attribute__((always_inline)) void fname(                                  \
+        const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,        \
+        int64_t s0, uint32_t n_sub, int block_da, int off_shift, __m##W *acc) {               \
+        for (int64_t c = 0; c < n_sc; c++) {                                                  \
+            const int64_t s = s0 + c;                                                         \
+            const int8_t *q = pl_mm_lay_qs(tl, n, NT, s, 0, 0);                               \
+            __m##W part[R_MAX];                                                               \
+            for (uint32_t r = 0; r < nr; r++)                                                 \
+                part[r] = _mm##W##_setzero_ps();                                              \
+            /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */               \
+            for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {                                      \
+                __m##W##i p[2][R_MAX];                                                        \
+                for (uint32_t jj = 0; jj < 2; jj++) {                                         \
+                    /* A weight offset of 2^off_shift: start at -offset x the activations'    \
+                     * sum. */                                                                \
+                    const __m##W##i p0 =                                                      \
+                        off_shift ? _mm##W##_slli_epi32(                                      \
+                                        _mm##W##_load_si##W((const __m##W##i *)(const void *) \
+                                                                pl_mm_lay_ns(tl, n, NT, s,    \
+                                                                             j0 + jj)),       \
+                                        (unsigned)off_shift)                                  \
+                                  : _mm##W##_setzero_si##W();                                 \
+                    for (uint32_t r = 0; r < nr; r++)                                         \
+                        p[jj][r] = p0;                                                        \
+                }                                                                             \
+                for (uint32_t k = 0; k < 4; k++)                                              \
+                    for (uint32_t h = 0; h < 16 / n_sub; h++)                                 \
+                        for (uint32_t jj = 0; jj < 2; jj++) {                                 \
+                            const uint32_t g = 16 * k + (16 / n_sub) * (j0 + jj) + h;         \
+                            const __m##W##i a = _mm##W##_load_si##W(                          \
+                                (const __m##W##i *)(const void *)(q + 4 * (NT) * g));         \
+                            for (uint32_t r = 0; r < nr; r++)                                 \
+                                p[jj][r] = _mm##W##_dpbusd_epi32(                             \
+                                    p[jj][r],                                                 \
+                                    _mm##W##_set1_epi32(group_word(&pk[r * n_sc + c], g)),    \
+                                    a);                                                       \
+                        }                                                                     \
+                for (uint32_t jj = 0; jj < 2; jj++) {                                         \
+                    const uint32_t j = j0 + jj, lane = (16 / n_sub) * j;                      \
+                    if (block_da) {                                                           \
+                        const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, j));    \
+                        for (uint32_t r = 0; r < nr; r++)                                     \
+                            acc[r] = _mm##W##_fmadd_ps(                                       \
+                                _mm##W##_cvtepi32_ps(p[jj][r]),                               \
+                                _mm##W##_mul_ps(                                              \
+                                    da, _mm##W##_set1_ps(pk[r * n_sc + c].scale[lane])),      \
+                                acc[r]);                                                      \
+                    } else {                                                                  \
+                        for (uint32_t r = 0; r < nr; r++)                                     \
+                            part[r] = _mm##W##_fmadd_ps(                                      \
+                                _mm##W##_cvtepi32_ps(p[jj][r]),                               \
+                                _mm##W##_set1_ps(pk[r * n_sc + c].scale[lane]), part[r]);     \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+            if (!block_da) {                                                                  \
+                const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));            \
+                for (uint32_t r = 0; r < nr; r++)                                             \
+                    acc[r] = _mm##W##_fmadd_ps(part[r], da, acc[r]);                          \
+            }                                                                                 \
+            for (uint32_t j = 0; !off_shift && j < n_sub; j++) {                              \
+                const __m##W fs = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));            \
+                for (uint32_t r = 0; r < nr; r++)                                             \
+                    acc[r] = _mm##W##_fnmadd_ps(_mm##W##_set1_ps(pk[r * n_sc + c].cmin[j]),   \
+                                                fs, acc[r]);                                  \
+            }                                                                                 \
+        }                                                                                     \
     }
-}
 
-static inline __m256i bcast_group8(const struct packed_sb *p, uint32_t g) {
-    int32_t v;
-    memcpy(&v, p->w + 4 * g, 4);
-    return _mm256_set1_epi32(v);
-}
-
-/* The same for a half tile (PL_MM_HALF tokens, 256-bit lanes; per lane the very same
- * operations in the same order, so a token gets bit-identical results either way): acc[r] (8 tokens) += rows r < nr of chunk [s0, s0 + n_sc) . tile; pk[r * n_sc + c] is
- * super-block s0 + c of row r. n_sub: sub-blocks per super-block (8: layout 32, 16: layout
- * 16); block_da: activation scale per 32-element block (Q8_0), else per super-block. */
-static inline __attribute__((always_inline)) void
-rows_chunk8(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,
-           int64_t s0, uint32_t n_sub, int block_da, int off_shift, __m256 *acc) {
-    for (int64_t c = 0; c < n_sc; c++) {
-        const int64_t s = s0 + c;
-        const int8_t *q = pl_mm_lay_qs(tl, n, PL_MM_HALF, s, 0, 0);
-        __m256 part[R_MAX];
-        for (uint32_t r = 0; r < nr; r++)
-            part[r] = _mm256_setzero_ps();
-        /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */
-        for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {
-            __m256i p[2][R_MAX];
-            for (uint32_t jj = 0; jj < 2; jj++) {
-                /* A weight offset of 2^off_shift: start at -offset x the activations' sum. */
-                const __m256i p0 =
-                    off_shift ? _mm256_slli_epi32(
-                                    _mm256_load_si256((const __m256i *)(const void *)pl_mm_lay_ns(tl, n, PL_MM_HALF, s, j0 + jj)),
-                                    (unsigned)off_shift)
-                              : _mm256_setzero_si256();
-                for (uint32_t r = 0; r < nr; r++)
-                    p[jj][r] = p0;
-            }
-            for (uint32_t k = 0; k < 4; k++)
-                for (uint32_t h = 0; h < 16 / n_sub; h++)
-                    for (uint32_t jj = 0; jj < 2; jj++) {
-                        const uint32_t g = 16 * k + (16 / n_sub) * (j0 + jj) + h;
-                        const __m256i a = _mm256_load_si256((const __m256i *)(const void *)(q + 32 * g));
-                        for (uint32_t r = 0; r < nr; r++)
-                            p[jj][r] = _mm256_dpbusd_epi32(
-                                p[jj][r], bcast_group8(&pk[r * n_sc + c], g), a);
-                    }
-            for (uint32_t jj = 0; jj < 2; jj++) {
-                const uint32_t j = j0 + jj, lane = (16 / n_sub) * j;
-                if (block_da) {
-                    const __m256 da = _mm256_load_ps(pl_mm_lay_da(tl, n, PL_MM_HALF, s, j));
-                    for (uint32_t r = 0; r < nr; r++)
-                        acc[r] = _mm256_fmadd_ps(
-                            _mm256_cvtepi32_ps(p[jj][r]),
-                            _mm256_mul_ps(da, _mm256_set1_ps(pk[r * n_sc + c].scale[lane])),
-                            acc[r]);
-                } else {
-                    for (uint32_t r = 0; r < nr; r++)
-                        part[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[jj][r]),
-                                                  _mm256_set1_ps(pk[r * n_sc + c].scale[lane]),
-                                                  part[r]);
-                }
-            }
-        }
-        if (!block_da) {
-            const __m256 da = _mm256_load_ps(pl_mm_lay_da(tl, n, PL_MM_HALF, s, 0));
-            for (uint32_t r = 0; r < nr; r++)
-                acc[r] = _mm256_fmadd_ps(part[r], da, acc[r]);
-        }
-        for (uint32_t j = 0; !off_shift && j < n_sub; j++) {
-            const __m256 fs = _mm256_load_ps(pl_mm_lay_fs(tl, n, PL_MM_HALF, s, j));
-            for (uint32_t r = 0; r < nr; r++)
-                acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(pk[r * n_sc + c].cmin[j]), fs, acc[r]);
-        }
-    }
-}
+DEFINE_ROWS_CHUNK(rows_chunk, 512, PL_MM_TILE)
+DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
 
 /* Rows r < nr (compile-time constant after inlining) of w times n_tiles tiles: the rows'
  * super-blocks are unpacked SB_CHUNK at a time and each chunk is used for every tile; with
- * more than one chunk the partial sums go through out. */
-#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                            \
+ * more than one chunk the partial sums go through out. W-bit vectors of NT tokens, with the
+ * matching chunk kernel: DEFINE_ROWS for full tiles, DEFINE_ROWS8 for half tiles. */
+#define DEFINE_ROWS_W(name, chunk, W, NT, unpack, n_sub, block_da, off_shift)                \
     static inline __attribute__((always_inline)) void name##_group(                           \
         int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
         size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
@@ -475,13 +419,13 @@ rows_chunk8(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, 
                 uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
                 if (s0 == 0)                                                                  \
                     prefetch_next(w, nr * row_bytes, i, n_tiles);                             \
-                float *o = out + (size_t)i * nr * T;                                          \
-                __m512 acc[R_MAX];                                                            \
+                float *o = out + (size_t)i * nr * (NT);                                          \
+                __m##W acc[R_MAX];                                                            \
                 for (uint32_t r = 0; r < nr; r++)                                             \
-                    acc[r] = s0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o + r * T);      \
-                rows_chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
+                    acc[r] = s0 == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT));      \
+                chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
                 for (uint32_t r = 0; r < nr; r++)                                             \
-                    _mm512_storeu_ps(o + r * T, acc[r]);                                      \
+                    _mm##W##_storeu_ps(o + r * (NT), acc[r]);                                      \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
@@ -506,53 +450,10 @@ rows_chunk8(const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, 
         }                                                                                     \
     }
 
-#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                                            \
-    static inline __attribute__((always_inline)) void name##_group(                           \
-        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
-        size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
-        const int64_t n_sb = n / 256;                                                         \
-        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
-            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
-            for (uint32_t r = 0; r < nr; r++)                                                 \
-                for (int64_t c = 0; c < n_sc; c++) {                                          \
-                    struct unpacked u;                                                        \
-                    unpack(w + (size_t)r * row_bytes, s0 + c, &u);                            \
-                    pack_sb(&u, &pk[r * n_sc + c]);                                           \
-                }                                                                             \
-            for (uint32_t i = 0; i < n_tiles; i++) {                                          \
-                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
-                if (s0 == 0)                                                                  \
-                    prefetch_next(w, nr * row_bytes, i, n_tiles);                             \
-                float *o = out + (size_t)i * nr * PL_MM_HALF;                                          \
-                __m256 acc[R_MAX];                                                            \
-                for (uint32_t r = 0; r < nr; r++)                                             \
-                    acc[r] = s0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(o + r * PL_MM_HALF);      \
-                rows_chunk8(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
-                for (uint32_t r = 0; r < nr; r++)                                             \
-                    _mm256_storeu_ps(o + r * PL_MM_HALF, acc[r]);                                      \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
-                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) { \
-        _Alignas(64) struct packed_sb pk[R_MAX * SB_CHUNK];                                   \
-        switch (n_rows) {                                                                     \
-        case 4:                                                                               \
-            name##_group(n, w, row_bytes, 4, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        case 3:                                                                               \
-            name##_group(n, w, row_bytes, 3, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        case 2:                                                                               \
-            name##_group(n, w, row_bytes, 2, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        case 1:                                                                               \
-            name##_group(n, w, row_bytes, 1, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        default:                                                                              \
-            break;                                                                            \
-        }                                                                                     \
-    }
+#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                \
+    DEFINE_ROWS_W(name, rows_chunk, 512, PL_MM_TILE, unpack, n_sub, block_da, off_shift)
+#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                               \
+    DEFINE_ROWS_W(name, rows_chunk8, 256, PL_MM_HALF, unpack, n_sub, block_da, off_shift)
 
 /* Decode: one token. Two rows at a time so the unpacking of one overlaps the other's
  * dependency chains; the offsets/mins term is accumulated per sub-block lane. The hardware
