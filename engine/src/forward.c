@@ -163,6 +163,8 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
                      size_t src_stride, uint32_t n_tok, uint32_t lo, uint32_t hi, uint32_t ith,
                      struct pl_mm_act *ret) {
     const struct pl_mm_tile_kernel *tk = tile_kernel(w);
+    if (tk && is_private(n_tok) && tk->dec)
+        tk = tk->dec; /* the kernel's decode path */
     if (tk && is_private(n_tok) && !tk->vec_rows)
         tk = NULL; /* decode by per-row dot products (matmul.h) */
     *ret = (struct pl_mm_act){.xq = c->xq, .stride = c->xq_stride, .tk = tk,

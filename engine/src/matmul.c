@@ -8,6 +8,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef PL_MM_HAVE_AMX
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define AMX_ARCH_REQ_XCOMP_PERM 0x1023
+#define AMX_XFEATURE_XTILEDATA 18
+#endif
 
 #include "model_impl.h"
 #include "pl/engine_quant.h"
@@ -34,7 +41,30 @@ static uint32_t tile_block(size_t tile_bytes) {
 #ifdef PL_MM_HAVE_AVX512
 static bool use_avx512;
 #endif
+#ifdef PL_MM_HAVE_AMX
+static bool use_amx;
+#endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+#ifdef PL_MM_HAVE_AMX
+/* AMX-INT8 in CPUID (leaf 7: AMX-TILE EDX bit 24, AMX-INT8 bit 25), the tile state enabled
+ * by the OS in XCR0 (bits 17, 18), and the kernel's permission for this process to use it
+ * (Linux 5.16+: arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA). The request is made
+ * once, from the first kernel lookup, which the model loader triggers: picolmd loads the
+ * model before its system call filter is in place. */
+static bool amx_usable(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
+        return false;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))
+        return false;
+    return syscall(SYS_arch_prctl, AMX_ARCH_REQ_XCOMP_PERM, AMX_XFEATURE_XTILEDATA) == 0;
+}
+#endif
 
 static void choose(void) {
 #ifdef PL_MM_HAVE_AVX512
@@ -43,12 +73,42 @@ static void choose(void) {
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                  __builtin_cpu_supports("avx512vnni");
 #endif
+#ifdef PL_MM_HAVE_AMX
+    use_amx = use_avx512 && pl_quant_env_allows("amx") && amx_usable();
+    if (use_amx)
+        pl_mm_amx_init();
+#endif
+}
+
+const char *pl_mm_isa(void) {
+    (void)pthread_once(&choose_once, choose);
+#ifdef PL_MM_HAVE_AMX
+    if (use_amx)
+        return "amx";
+#endif
+#ifdef PL_MM_HAVE_AVX512
+    if (use_avx512)
+        return "avx512";
+#endif
+    return NULL;
+}
+
+const char *pl_quant_tile_isa(void) {
+    const char *isa = pl_mm_isa();
+    return isa ? isa : "none";
 }
 
 const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
     (void)pthread_once(&choose_once, choose);
     if (n <= 0 || n % 256 != 0)
         return NULL;
+#ifdef PL_MM_HAVE_AMX
+    if (use_amx) {
+        const struct pl_mm_tile_kernel *k = pl_mm_amx_kernel(type);
+        if (k)
+            return k;
+    }
+#endif
 #ifdef PL_MM_HAVE_AVX512
     if (use_avx512)
         return pl_mm_avx512_kernel(type);
@@ -111,15 +171,16 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         return;
     }
     if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
-        float tmp[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
+        float tmp[TILE_BLOCK_MAX * PL_MM_ROWS_MAX * PL_MM_TILE];
         const uint32_t ts = act->slots == PL_MM_HALF ? PL_MM_HALF : PL_MM_TILE;
         const pl_mm_rows_fn rows = ts == PL_MM_HALF ? act->tk->rows8 : act->tk->rows;
         const uint32_t n_tiles = (n_tok + ts - 1) / ts;
         const uint32_t tb = tile_block(act->tile_bytes);
+        const uint32_t step = act->tk->row_step;
         for (uint32_t i0 = 0; i0 < n_tiles; i0 += tb) {
             const uint32_t ni = PL_MIN(tb, n_tiles - i0);
-            for (uint32_t r0 = r_lo; r0 < r_hi; r0 += PL_MM_ROWS) {
-                const uint32_t nr = PL_MIN(PL_MM_ROWS, r_hi - r0);
+            for (uint32_t r0 = r_lo; r0 < r_hi; r0 += step) {
+                const uint32_t nr = PL_MIN(step, r_hi - r0);
                 rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
                      act->tiles + (size_t)i0 * act->tile_bytes, act->tile_bytes, ni, tmp);
                 for (uint32_t i = 0; i < ni; i++) {
@@ -169,17 +230,18 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         return;
     }
     if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
-        float tg[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
-        float tu[TILE_BLOCK_MAX * PL_MM_ROWS * PL_MM_TILE];
+        float tg[TILE_BLOCK_MAX * PL_MM_ROWS_MAX * PL_MM_TILE];
+        float tu[TILE_BLOCK_MAX * PL_MM_ROWS_MAX * PL_MM_TILE];
         const uint32_t ts = act->slots == PL_MM_HALF ? PL_MM_HALF : PL_MM_TILE;
         const pl_mm_rows_fn rows = ts == PL_MM_HALF ? act->tk->rows8 : act->tk->rows;
         const uint32_t n_tiles = (n_tok + ts - 1) / ts;
         const uint32_t tb = tile_block(act->tile_bytes);
+        const uint32_t step = act->tk->row_step;
         for (uint32_t i0 = 0; i0 < n_tiles; i0 += tb) {
             const uint32_t ni = PL_MIN(tb, n_tiles - i0);
             const uint8_t *tiles = act->tiles + (size_t)i0 * act->tile_bytes;
-            for (uint32_t r0 = r_lo; r0 < r_hi; r0 += PL_MM_ROWS) {
-                const uint32_t nr = PL_MIN(PL_MM_ROWS, r_hi - r0);
+            for (uint32_t r0 = r_lo; r0 < r_hi; r0 += step) {
+                const uint32_t nr = PL_MIN(step, r_hi - r0);
                 rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes, ni, tg);
                 rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes, ni, tu);
                 for (uint32_t i = 0; i < ni; i++) {

@@ -18,7 +18,8 @@ struct pl_weight;
 #define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: one vector layout per token (decode) */
 #define PL_MM_HALF 8u           /* at most this many: one half tile (rows8), e.g. the decode
                                    step of several sessions, without 8 empty lanes */
-#define PL_MM_ROWS 4u           /* weight rows per call of a tiled kernel's rows() */
+#define PL_MM_ROWS 4u           /* weight rows per call of the AVX-512 kernels' rows() */
+#define PL_MM_ROWS_MAX 16u      /* ... and of any kernel's (the AMX ones take 16) */
 
 /* A tiled kernel for one weight type (engine/arch/<isa>/matmul_*.c). Tiles hold super-blocks
  * of 256 elements (n % 256 == 0); the lane layout (layout: sub-blocks of 32 or 16 elements)
@@ -50,6 +51,12 @@ struct pl_mm_tile_kernel {
      * the results are bit-identical. NULL: full tiles only. */
     void (*rows8)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                   const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out);
+    /* Weight rows per call of rows() / rows8() (n_rows 1 .. row_step): PL_MM_ROWS or
+     * PL_MM_ROWS_MAX. */
+    uint32_t row_step;
+    /* Non-NULL: batches below PL_MM_MIN_TILED_TOK use this kernel instead (its prep and
+     * vec_rows, or the per-row dot products when it has no vec_rows). */
+    const struct pl_mm_tile_kernel *dec;
 };
 
 /* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's
@@ -99,11 +106,20 @@ void pl_mm_lay_clear(int64_t n, uint8_t *buf, uint32_t nt, uint32_t t);
 /* The tiled kernel for weight type t with rows of n elements, or NULL (none for this CPU,
  * n not a multiple of 256, or the environment refuses AVX-512: pl_quant_env_allows). */
 const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n);
+/* The tiled kernels' instruction set ("amx", "avx512"), or NULL when there are none. */
+const char *pl_mm_isa(void);
 
 #ifdef PL_MM_HAVE_AVX512
 /* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
  * the CPU has AVX-512 F/BW/VL/VNNI. */
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
+#endif
+#ifdef PL_MM_HAVE_AMX
+/* engine/arch/x86/matmul_amx.c: its kernel for a weight type, or NULL; init links the
+ * decode paths (once, before the first lookup). Call only when the CPU has AMX-INT8 and
+ * AVX-512 VNNI and the process holds the tile data permission. */
+void pl_mm_amx_init(void);
+const struct pl_mm_tile_kernel *pl_mm_amx_kernel(uint32_t type);
 #endif
 
 /* Activations of one matmul: n_tok rows in the weight's vec_dot_type at xq (stride bytes

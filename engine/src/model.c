@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "matmul.h"
 #include "model_impl.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_quant.h"
@@ -461,6 +462,9 @@ static int load_from_gguf(struct pl_gguf *g, const struct pl_model_opts *opts,
         return set_err(err, err_len, -ENOMEM, "model: out of memory");
     }
     m->gguf = g;
+    /* Choose the tiled kernels now: the AMX choice asks the kernel for the tile state, which
+     * a process must do before it locks down its system calls (picolmd loads first). */
+    (void)pl_mm_isa();
     m->n_threads = opts && opts->n_threads ? opts->n_threads : default_threads();
     m->pin_threads = opts && opts->pin_threads;
 

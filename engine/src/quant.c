@@ -30,12 +30,13 @@ bool pl_quant_env_allows(const char *isa) {
     /* Each PICOLM_ISA value and the sets it allows (a chain: the wider set includes the
      * narrower one of its family). */
     static const struct {
-        const char *env, *sets[2];
+        const char *env, *sets[3];
     } caps[] = {
-        {"avx2", {"avx2", NULL}},
-        {"avx512", {"avx2", "avx512"}},
-        {"neon", {"neon", NULL}},
-        {"neon-dotprod", {"neon", "neon-dotprod"}},
+        {"avx2", {"avx2", NULL, NULL}},
+        {"avx512", {"avx2", "avx512", NULL}},
+        {"amx", {"avx2", "avx512", "amx"}},
+        {"neon", {"neon", NULL, NULL}},
+        {"neon-dotprod", {"neon", "neon-dotprod", NULL}},
     };
     if (!isa)
         return false;
@@ -48,8 +49,9 @@ bool pl_quant_env_allows(const char *isa) {
         return true;
     for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
         if (!strcmp(v, caps[i].env))
-            return (caps[i].sets[0] && !strcmp(isa, caps[i].sets[0])) ||
-                   (caps[i].sets[1] && !strcmp(isa, caps[i].sets[1]));
+            for (size_t k = 0; k < 3; k++)
+                if (caps[i].sets[k] && !strcmp(isa, caps[i].sets[k]))
+                    return true;
     return false;
 }
 

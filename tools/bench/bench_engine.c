@@ -359,13 +359,13 @@ int bench_engine_main(int argc, char **argv) {
     const double anon_overhead = (double)res.anon_rss - (double)res.kv_bytes -
                                  (anon_copy ? (double)res.wi.weight_bytes : 0.0);
     if (json) {
-        printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"threads\":%" PRIu32
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"tile_isa\":\"%s\",\"threads\":%" PRIu32
                ",\"n_embd\":%" PRIu32 ",\"n_layer\":%" PRIu32 ",\"n_vocab\":%" PRIu32
                ",\"prompt_tokens\":%" PRIu32 ",\"gen_tokens\":%" PRIu32 ",\"batch\":%" PRIu32
                ",\"reps\":%" PRIu32 ",\"weights\":\"%s\",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
                ",\"decode_tok_s\":%.2f,\"decode_best_tok_s\":%.2f"
                ",\"weight_bytes_per_token\":%" PRIu64 ",\"decode_effective_gb_s\":%.3f",
-               path, main_type(g), pl_quant_isa(), n_threads, hp->n_embd, hp->n_layer,
+               path, main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads, hp->n_embd, hp->n_layer,
                hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing, res.pp_tps, res.pp_best_tps,
                res.tg_tps, res.tg_best_tps, res.weight_bytes, eff * 1e-9);
         if (do_bw)
@@ -377,8 +377,8 @@ int bench_engine_main(int argc, char **argv) {
                res.file_bytes, res.kv_bytes, res.peak_rss, overhead, res.anon_rss,
                anon_overhead);
     } else {
-        printf("model           %s (%s, isa %s, %" PRIu32 " threads)\n", path, main_type(g),
-               pl_quant_isa(), n_threads);
+        printf("model           %s (%s, isa %s, tiles %s, %" PRIu32 " threads)\n", path,
+               main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads);
         printf("weights         on %s (%s)\n", res.wi.backing, res.wi.reason);
         printf("prefill         %.2f tok/s (best %.2f; %" PRIu32 " tokens, chunks of %" PRIu32
                ")\n", res.pp_tps, res.pp_best_tps, n_prompt, n_batch);

@@ -516,13 +516,13 @@ DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 0, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                NULL, rows8_q4_K};
+                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                vec_q6_K, rows8_q6_K};
+                                                vec_q6_K, rows8_q6_K, PL_MM_ROWS, NULL};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
-                                                vec_q4_0, rows8_q4_0};
+                                                vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL};
 static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
-                                                vec_q8_0, rows8_q8_0};
+                                                vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/* Tiled matrix x matrix kernels with AMX-INT8 (see engine/src/matmul.h) for Q4_K and Q6_K
+ * weights, for batches of 4 tokens or more: prefill tiles and the decode step of several
+ * sessions. One call takes 16 weight rows.
+ *
+ * The sub-block scales are folded into the weights: each element becomes the integer
+ * w = scale x q (Q4_K: 0..945; Q6_K: scale x (q - 32), -8128..8001), split into its low
+ * byte (unsigned) and high byte (signed), w = lo + 256 hi. A super-block's integer sum
+ * sum_k w_k y_k - exactly the reference's sum over sub-blocks of scale x (integer sub-block
+ * sum) - is then two tile products over the whole super-block, lo . y (TDPBUSD) and
+ * hi . y (TDPBSSD), four 64-element chunks each, accumulated in two tiles of 16 rows x NT
+ * token sums: no per-sub-block sums leave the tiles. Per row and token the sum becomes a
+ * float once per super-block, times d x the token's scale, as in the reference; Q4_K then
+ * subtracts dmin x the token's scale x sum_j min_j x (the token's sub-block sum), which is
+ * exact in floats (|sum| < 2^21).
+ *
+ * The rows' super-blocks are unpacked (lo and hi bytes) into a stack buffer, SB_CHUNK at a
+ * time, and serve every tile of the call. Q4_K's products come from two lookup tables per
+ * scale value (the low and high bytes of scale x q for the 16 values of q: one VPSHUFB
+ * each per 64 elements); Q6_K's from 16-bit multiplies. Q4_K's elements are taken in the
+ * order its nibbles lie (chunk c: sub-blocks s_a(c), s_a(c) + 2 with s_a = 0, 1, 4, 5),
+ * and its activations are laid out in the same order; Q6_K keeps element order.
+ *
+ * Per token the operations do not depend on the other tokens of the tile, nor on how many
+ * there are: full tiles (16 tokens, 512-bit float vectors) and half tiles (8 tokens,
+ * 256-bit) give bit-identical results. Decode vectors (1-3 tokens) use the AVX-512 kernels'
+ * decode path (the `dec` kernel). Compiled with -mamx-tile -mamx-int8 and AVX-512; matmul.c
+ * calls it only on CPUs with AMX-INT8 whose kernel granted this process the tile state
+ * (arch_prctl ARCH_REQ_XCOMP_PERM). */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "quant_blocks.h"
+#include "pl/engine_types.h"
+
+#define AMX_ROWS PL_MM_ROWS_MAX /* weight rows per call: the rows of a weight tile */
+#define SB_CHUNK 4              /* super-blocks unpacked per pass over the tiles */
+
+_Static_assert(AMX_ROWS == 16, "a weight tile holds 16 rows");
+
+/* Tile registers: the two accumulators (16 rows x NT int32), and two sets of a low-byte
+ * and a high-byte weight tile (16 rows x 64 bytes) with an activation tile (16 rows of
+ * NT tokens x 4 bytes), alternating between chunks. */
+#define T_CL 0
+#define T_CH 1
+#define T_AL0 2
+#define T_AH0 3
+#define T_B0 4
+#define T_AL1 5
+#define T_AH1 6
+#define T_B1 7
+
+struct tilecfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+/* Configure the tiles for nt tokens (one ldtilecfg per call). */
+static inline void tile_config(uint32_t nt) {
+    _Alignas(64) struct tilecfg c;
+    memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.rows[t] = AMX_ROWS;
+        c.colsb[t] = (uint16_t)(t == T_CL || t == T_CH || t == T_B0 || t == T_B1 ? 4 * nt : 64);
+    }
+    _tile_loadconfig(&c);
+}
+
+/* ---- Activations: the lane layout of matmul.h, groups in the weights' element order ---- */
+
+/* Q4_K's order: position p of the 64 groups holds group q4k_group(p) of element order. */
+static inline uint32_t q4k_group(uint32_t p) {
+    static const uint8_t s_a[4] = {0, 1, 4, 5};
+    const uint32_t c = p / 16, k = p % 16;
+    return 8 * (s_a[c] + (k < 8 ? 0 : 2)) + k % 8;
+}
+
+/* Q8_K activations; order 1: Q4_K's, else element order. sub: elements per sub-block
+ * (32: Q4_K, 16: Q6_K) for the sums fs and ns. */
+static inline void prep_q8_K(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t,
+                             uint32_t sub, int order) {
+    const struct pl_block_q8_K *b = xq;
+    for (int64_t s = 0; s < n / 256; s++) {
+        for (uint32_t p = 0; p < 64; p++)
+            memcpy(pl_mm_lay_qs(lay, n, nt, s, p, t),
+                   b[s].qs + 4 * (order ? q4k_group(p) : p), 4);
+        for (uint32_t j = 0; j < 8; j++)
+            pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
+        for (uint32_t j = 0; j < 16; j++) {
+            int sum;
+            if (sub == 16)
+                sum = b[s].bsums[j];
+            else
+                sum = j < 8 ? b[s].bsums[2 * j] + b[s].bsums[2 * j + 1] : 0;
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = (float)sum; /* the integer sum itself */
+            pl_mm_lay_ns(lay, n, nt, s, j)[t] = -sum;
+        }
+    }
+}
+
+static void prep_q4_K(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t) {
+    prep_q8_K(xq, n, lay, nt, t, 32, 1);
+}
+
+static void prep_q6_K(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t) {
+    prep_q8_K(xq, n, lay, nt, t, 16, 0);
+}
+
+/* ---- Weights: one super-block of one row to low and high bytes ---- */
+
+/* The unpacked super-blocks of the call's rows: lo/hi[c][r] the 256 low and high bytes of
+ * super-block s0 + c of row r (in the kernel's element order), d[c][r] its scale; Q4_K
+ * also the integer minimums mn[c][r][j] (as floats: exact) and their scale dmin. Rows past
+ * the last hold zeros. */
+struct chunk {
+    uint8_t lo[SB_CHUNK][AMX_ROWS][256];
+    int8_t hi[SB_CHUNK][AMX_ROWS][256];
+    float d[SB_CHUNK][AMX_ROWS], dmin[SB_CHUNK][AMX_ROWS];
+    float mn[SB_CHUNK][AMX_ROWS][8];
+};
+
+/* Q4_K's lookup tables: q4k_lo[s][q] = (s q) & 255, q4k_hi[s][q] = (s q) >> 8. */
+static _Alignas(64) uint8_t q4k_lo[64][16];
+static _Alignas(64) uint8_t q4k_hi[64][16];
+
+static inline float h2f(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+/* Table t of scale a in 128-bit lanes 0 and 1, of scale b in lanes 2 and 3. */
+static inline __m512i tables2(const uint8_t (*t)[16], unsigned a, unsigned b) {
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(const void *)t[a]))),
+        _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(const void *)t[b])), 1);
+}
+
+static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
+                               float *dmin, float *mn) {
+    const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
+    /* The 6-bit scales and mins of the 8 sub-blocks (pl_q4k_scale_min), 8 at a time. */
+    uint32_t w0, w1, w2;
+    memcpy(&w0, b->scales, 4);
+    memcpy(&w1, b->scales + 4, 4);
+    memcpy(&w2, b->scales + 8, 4);
+    const uint32_t m6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+    const uint64_t scv = (uint64_t)(w0 & m6) |
+                         (uint64_t)((w2 & k4) | (((w0 >> 6) & k2) << 4)) << 32;
+    const uint64_t mnv = (uint64_t)(w1 & m6) |
+                         (uint64_t)(((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4)) << 32;
+    _mm256_storeu_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv))));
+    *d = h2f(b->d);
+    *dmin = h2f(b->dmin);
+#define SC(j) ((unsigned)(scv >> (8 * (j))) & 63u)
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int h = 0; h < 2; h++) {
+        /* qs bytes 64h .. 64h + 63: the low nibbles of lanes 0, 1 are sub-block 4h, of lanes
+         * 2, 3 sub-block 4h + 2; the high nibbles sub-blocks 4h + 1 and 4h + 3. */
+        const __m512i x = _mm512_loadu_si512(b->qs + 64 * h);
+        const __m512i lq = _mm512_and_si512(x, m4);
+        const __m512i hq = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        const unsigned a = 4u * (unsigned)h;
+        _mm512_store_si512(lo + 128 * h, _mm512_shuffle_epi8(tables2(q4k_lo, SC(a), SC(a + 2)), lq));
+        _mm512_store_si512(hi + 128 * h, _mm512_shuffle_epi8(tables2(q4k_hi, SC(a), SC(a + 2)), lq));
+        _mm512_store_si512(lo + 128 * h + 64,
+                           _mm512_shuffle_epi8(tables2(q4k_lo, SC(a + 1), SC(a + 3)), hq));
+        _mm512_store_si512(hi + 128 * h + 64,
+                           _mm512_shuffle_epi8(tables2(q4k_hi, SC(a + 1), SC(a + 3)), hq));
+    }
+#undef SC
+}
+
+static inline void unpack_q6_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
+                               float *dmin, float *mn) {
+    const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)row + s;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    (void)mn;
+    *d = h2f(b->d);
+    *dmin = 0.0f;
+    /* The 16 scales as words; sub-blocks 2m and 2m + 1 cover the 32 words of product m. */
+    const __m512i scw = _mm512_castsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
+    const __m512i off = _mm512_set1_epi16(32);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h));
+        const __m256i l1 =
+            _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h));
+#define Q6(lo4, hshift)                                                                       \
+    _mm256_or_si256(_mm256_and_si256(lo4, m4),                                                \
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, hshift), m2), 4))
+        const __m256i q[4] = {Q6(l0, 0), Q6(l1, 2), Q6(_mm256_srli_epi16(l0, 4), 4),
+                              Q6(_mm256_srli_epi16(l1, 4), 6)};
+#undef Q6
+        for (int k = 0; k < 4; k++) {
+            const int m = 4 * h + k; /* elements 32m .. 32m + 31: sub-blocks 2m, 2m + 1 */
+            const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * m)),
+                                                   _mm256_set1_epi16((short)(2 * m + 1)), 1);
+            const __m512i p = _mm512_mullo_epi16(
+                _mm512_sub_epi16(_mm512_cvtepu8_epi16(q[k]), off),
+                _mm512_permutexvar_epi16(idx, scw));
+            _mm256_store_si256((__m256i *)(void *)(lo + 32 * m), _mm512_cvtepi16_epi8(p));
+            _mm256_store_si256((__m256i *)(void *)(hi + 32 * m),
+                               _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
+        }
+    }
+}
+
+/* ---- The row kernel ---- */
+
+/* Super-block s of the row at w, the same row of the next call (16 rows on), fetched into
+ * L2 while this call works from its unpacked copy: its 16-row pattern is not one the
+ * hardware prefetchers follow. Prefetches past the end of the matrix are harmless hints. */
+static inline void prefetch_next(const uint8_t *w, int64_t s, size_t sb_bytes) {
+    const char *p = (const char *)w + (size_t)s * sb_bytes;
+    for (size_t o = 0; o < sb_bytes + 63; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T1);
+}
+
+/* Chunk k of super-block s: the low and high weight tiles (ta_l, ta_h) and the tokens'
+ * tile (tb) loaded, both products accumulated. Inside DEFINE_AMX_ROWS. */
+#define AMX_CHUNK(ta_l, ta_h, tb, k, NT)                                                      \
+    do {                                                                                      \
+        _tile_loadd(tb, pl_mm_lay_qs(tl, n, NT, s, 16 * (k), 0), 4 * (NT));                   \
+        _tile_loadd(ta_l, ck.lo[c][0] + 64 * (k), 256);                                       \
+        _tile_dpbusd(T_CL, ta_l, tb);                                                         \
+        _tile_loadd(ta_h, ck.hi[c][0] + 64 * (k), 256);                                       \
+        _tile_dpbssd(T_CH, ta_h, tb);                                                         \
+    } while (0)
+
+#define DEFINE_AMX_ROWS(name, W, NT, unpack, mins, sb_bytes)                                      \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) { \
+        _Alignas(64) struct chunk ck;                                                         \
+        _Alignas(64) int32_t cl[AMX_ROWS][NT], ch[AMX_ROWS][NT];                              \
+        const int64_t n_sb = n / 256;                                                         \
+        if (n_rows == 0 || n_rows > AMX_ROWS)                                                 \
+            return;                                                                           \
+        tile_config(NT);                                                                      \
+        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
+            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
+            for (int64_t c = 0; c < n_sc; c++) {                                              \
+                for (uint32_t r = 0; r < n_rows; r++) {                                       \
+                    const uint8_t *wr = w + (size_t)r * row_bytes;                            \
+                    prefetch_next(wr + (size_t)AMX_ROWS * row_bytes, s0 + c, sb_bytes);       \
+                    unpack(wr, s0 + c, ck.lo[c][r], ck.hi[c][r], &ck.d[c][r], &ck.dmin[c][r], \
+                           ck.mn[c][r]);                                                      \
+                }                                                                             \
+                for (uint32_t r = n_rows; r < AMX_ROWS; r++) {                                \
+                    memset(ck.lo[c][r], 0, 256);                                              \
+                    memset(ck.hi[c][r], 0, 256);                                              \
+                    memset(ck.mn[c][r], 0, sizeof(ck.mn[c][r]));                              \
+                    ck.d[c][r] = ck.dmin[c][r] = 0.0f;                                        \
+                }                                                                             \
+            }                                                                                 \
+            for (uint32_t i = 0; i < n_tiles; i++) {                                          \
+                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
+                float *o = out + (size_t)i * n_rows * (NT);                                   \
+                for (int64_t c = 0; c < n_sc; c++) {                                          \
+                    const int64_t s = s0 + c;                                                 \
+                    _tile_zero(T_CL);                                                         \
+                    _tile_zero(T_CH);                                                         \
+                    AMX_CHUNK(T_AL0, T_AH0, T_B0, 0, NT);                                     \
+                    AMX_CHUNK(T_AL1, T_AH1, T_B1, 1, NT);                                     \
+                    AMX_CHUNK(T_AL0, T_AH0, T_B0, 2, NT);                                     \
+                    AMX_CHUNK(T_AL1, T_AH1, T_B1, 3, NT);                                     \
+                    _tile_stored(T_CL, cl, 4 * (NT));                                         \
+                    _tile_stored(T_CH, ch, 4 * (NT));                                         \
+                    const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));        \
+                    __m##W sj[8]; /* Q4_K: the tokens' integer sub-block sums */              \
+                    for (uint32_t j = 0; (mins) && j < 8; j++)                                \
+                        sj[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));              \
+                    for (uint32_t r = 0; r < n_rows; r++) {                                   \
+                        __m##W a = s == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT)); \
+                        const __m##W##i isum = _mm##W##_add_epi32(                            \
+                            _mm##W##_load_si##W((const __m##W##i *)(const void *)cl[r]),      \
+                            _mm##W##_slli_epi32(                                              \
+                                _mm##W##_load_si##W((const __m##W##i *)(const void *)ch[r]), 8)); \
+                        a = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(ck.d[c][r])), \
+                                              _mm##W##_cvtepi32_ps(isum), a);                 \
+                        if (mins) {                                                           \
+                            __m##W ms = _mm##W##_setzero_ps();                                \
+                            for (uint32_t j = 0; j < 8; j++)                                  \
+                                ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(ck.mn[c][r][j]), sj[j], \
+                                                       ms);                                   \
+                            a = _mm##W##_fnmadd_ps(                                           \
+                                _mm##W##_mul_ps(da, _mm##W##_set1_ps(ck.dmin[c][r])), ms, a); \
+                        }                                                                     \
+                        _mm##W##_storeu_ps(o + r * (NT), a);                                  \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+DEFINE_AMX_ROWS(rows_q4_K, 512, PL_MM_TILE, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
+DEFINE_AMX_ROWS(rows_q6_K, 512, PL_MM_TILE, unpack_q6_K, 0, sizeof(struct pl_block_q6_K))
+DEFINE_AMX_ROWS(rows8_q4_K, 256, PL_MM_HALF, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
+DEFINE_AMX_ROWS(rows8_q6_K, 256, PL_MM_HALF, unpack_q6_K, 0, sizeof(struct pl_block_q6_K))
+
+/* ---- The kernel table ---- */
+
+/* The decode paths (dec) are linked by pl_mm_amx_init. */
+static struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q4_K, rows_q4_K,
+                                          NULL, rows8_q4_K, AMX_ROWS, NULL};
+static struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q6_K, rows_q6_K,
+                                          NULL, rows8_q6_K, AMX_ROWS, NULL};
+
+void pl_mm_amx_init(void) {
+    for (unsigned sc = 0; sc < 64; sc++)
+        for (unsigned q = 0; q < 16; q++) {
+            q4k_lo[sc][q] = (uint8_t)((sc * q) & 255u);
+            q4k_hi[sc][q] = (uint8_t)((sc * q) >> 8);
+        }
+    k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);
+    k_q6_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q6_K);
+}
+
+const struct pl_mm_tile_kernel *pl_mm_amx_kernel(uint32_t type) {
+    switch (type) {
+    case PL_GGML_TYPE_Q4_K:
+        return &k_q4_K;
+    case PL_GGML_TYPE_Q6_K:
+        return &k_q6_K;
+    default:
+        return NULL;
+    }
+}
