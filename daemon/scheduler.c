@@ -32,6 +32,9 @@
 
 #define KV_BLOCK 16u /* tokens per engine KV block (engine/src/kv.h) */
 
+/* Step sizes (tokens) whose cost the scheduler tracks one by one (prefill_alone()). */
+#define COST_SIZES 65u
+
 struct pl_daemon_sched {
     struct pl_model *m;
     const struct pl_tokenizer *tok;
@@ -52,8 +55,10 @@ struct pl_daemon_sched {
     _Atomic uint32_t prefill_chunk, stream_coalesce_us, queue_max, queue_timeout_ms;
     uint64_t loop_ns;            /* running estimate of one busy loop (step + the rest) */
     /* Step cost model t = fixed + per_token * n: least squares over the recent steps (sums
-     * decayed per step), for prefill_alone(). */
+     * decayed per step), for prefill_alone(); and, since the engine's cost is not linear in
+     * the batch (decode vectors, half and full tiles), the recent cost of each small size. */
     double fit_s0, fit_s1, fit_s2, fit_sy, fit_sxy;
+    double cost_ns[COST_SIZES]; /* 0: not seen yet */
     bool last_prefill_alone;     /* the last step ran new prompts without the streams */
     bool noticed;                /* notices posted this step: write notify_fd once */
 
@@ -685,8 +690,12 @@ static uint32_t decode_entries(struct pl_daemon_sched *s, uint32_t *rows) {
 
 #define FIT_DECAY 0.98 /* weight of the older steps in the cost model, per step */
 
+#define COST_EWMA 0.25 /* weight of a new observation of one step size's cost */
+
 static void cost_observe(struct pl_daemon_sched *s, uint32_t n, uint64_t ns) {
     double x = n, y = (double)ns;
+    if (n < COST_SIZES)
+        s->cost_ns[n] = s->cost_ns[n] > 0 ? s->cost_ns[n] + COST_EWMA * (y - s->cost_ns[n]) : y;
     s->fit_s0 = s->fit_s0 * FIT_DECAY + 1;
     s->fit_s1 = s->fit_s1 * FIT_DECAY + x;
     s->fit_s2 = s->fit_s2 * FIT_DECAY + x * x;
@@ -706,14 +715,32 @@ static bool decode_costlier_than_step(const struct pl_daemon_sched *s, uint32_t 
     return per_token * n_dec > fixed;
 }
 
+/* The expected cost of a step of n tokens: the recent cost of that size, else the linear
+ * model's. False when neither is known yet. */
+static bool est_cost(const struct pl_daemon_sched *s, uint32_t n, double *ret) {
+    if (n < COST_SIZES && s->cost_ns[n] > 0) {
+        *ret = s->cost_ns[n];
+        return true;
+    }
+    double det = s->fit_s0 * s->fit_s2 - s->fit_s1 * s->fit_s1;
+    if (s->fit_s0 < 4 || det <= 1e-6 * s->fit_s0 * s->fit_s2)
+        return false;
+    double per_token = (s->fit_s0 * s->fit_sxy - s->fit_s1 * s->fit_sy) / det;
+    *ret = (s->fit_sy - per_token * s->fit_s1) / s->fit_s0 + per_token * n;
+    return true;
+}
+
 /* Run this step's prompt tokens without the decode entries? A new request waits for its
  * first token through the step in progress and then its prefill step; with the streams'
- * tokens in the same step it also waits for them. When those cost more than a step's fixed
- * part (small models, where a step's cost grows with its tokens), the prefill goes alone and
- * the streams lose less than the newcomer gains; when the weights dominate (large models),
- * batching them together costs the newcomer little and saves the streams a step. Only
- * prompts that finish within the chunk budget go alone (a long prompt is chunked beside the
- * streams), and never twice in a row (streams are not starved by a flow of new requests). */
+ * tokens in the same step it also waits for them. When that makes its step clearly dearer
+ * (small models, where a step's cost grows with its tokens, and batch sizes where the
+ * engine moves to larger tiles), the prefill goes alone: the newcomer's first token comes
+ * sooner and the streams lose one step of the prompt's own cost. When the weights dominate
+ * (large models), batching them together costs the newcomer little and saves the streams a
+ * step. Only prompts that finish within the chunk budget go alone (a long prompt is chunked
+ * beside the streams), and never twice in a row (streams are not starved by a flow of new
+ * requests). */
+#define ALONE_GAIN 1.1 /* alone when the shared step would cost 10% more than the prefill's */
 static bool prefill_alone(struct pl_daemon_sched *s, uint32_t budget) {
     if (s->last_prefill_alone)
         return false;
@@ -729,7 +756,12 @@ static bool prefill_alone(struct pl_daemon_sched *s, uint32_t budget) {
         return false;
     if (s->o.decode_slots)
         n_dec = PL_MIN(n_dec, s->o.decode_slots);
-    return n_dec == 0 || decode_costlier_than_step(s, n_dec);
+    if (n_dec == 0)
+        return true;
+    double alone, shared;
+    if (est_cost(s, n_pre, &alone) && est_cost(s, n_pre + n_dec, &shared))
+        return shared > ALONE_GAIN * alone;
+    return decode_costlier_than_step(s, n_dec);
 }
 
 /* Build and run one batch. Returns the number of entries run. */
