@@ -124,19 +124,8 @@ struct chunk {
     float mn[SB_CHUNK][AMX_ROWS][8];
 };
 
-/* Q4_K's lookup tables: q4k_lo[s][q] = (s q) & 255, q4k_hi[s][q] = (s q) >> 8. */
-static _Alignas(64) uint8_t q4k_lo[64][16];
-static _Alignas(64) uint8_t q4k_hi[64][16];
-
 static inline float h2f(uint16_t h) {
     return _cvtsh_ss(h);
-}
-
-/* Table t of scale a in 128-bit lanes 0 and 1, of scale b in lanes 2 and 3. */
-static inline __m512i tables2(const uint8_t (*t)[16], unsigned a, unsigned b) {
-    return _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(const void *)t[a]))),
-        _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(const void *)t[b])), 1);
 }
 
 static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
@@ -155,57 +144,81 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_
     _mm256_storeu_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv))));
     *d = h2f(b->d);
     *dmin = h2f(b->dmin);
-#define SC(j) ((unsigned)(scv >> (8 * (j))) & 63u)
+    /* The 8 scales in every qword; the products scale x q (at most 945) as words for the
+     * even and for the odd elements (VPMADDUBSW against the scale in every even, then every
+     * odd byte), their low and high bytes blended back into element order. */
+    const __m512i scb = _mm512_set1_epi64((long long)scv);
+    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int h = 0; h < 2; h++) {
         /* qs bytes 64h .. 64h + 63: the low nibbles of lanes 0, 1 are sub-block 4h, of lanes
-         * 2, 3 sub-block 4h + 2; the high nibbles sub-blocks 4h + 1 and 4h + 3. */
+         * 2, 3 sub-block 4h + 2 (chunk 2h); the high nibbles sub-blocks 4h + 1 and 4h + 3
+         * (chunk 2h + 1). */
         const __m512i x = _mm512_loadu_si512(b->qs + 64 * h);
-        const __m512i lq = _mm512_and_si512(x, m4);
-        const __m512i hq = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
-        const unsigned a = 4u * (unsigned)h;
-        _mm512_store_si512(lo + 128 * h, _mm512_shuffle_epi8(tables2(q4k_lo, SC(a), SC(a + 2)), lq));
-        _mm512_store_si512(hi + 128 * h, _mm512_shuffle_epi8(tables2(q4k_hi, SC(a), SC(a + 2)), lq));
-        _mm512_store_si512(lo + 128 * h + 64,
-                           _mm512_shuffle_epi8(tables2(q4k_lo, SC(a + 1), SC(a + 3)), hq));
-        _mm512_store_si512(hi + 128 * h + 64,
-                           _mm512_shuffle_epi8(tables2(q4k_hi, SC(a + 1), SC(a + 3)), hq));
+        for (int k = 0; k < 2; k++) {
+            const int c = 2 * h + k, sa = 4 * h + k, sc2 = sa + 2;
+            const __m512i z = k ? _mm512_and_si512(_mm512_srli_epi16(x, 4), m4)
+                                : _mm512_and_si512(x, m4);
+#define CE(v) ((long long)(0x8000800080008000ull | (uint64_t)(v) * 0x0001000100010001ull))
+            const __m512i ce = _mm512_set_epi64(CE(sc2), CE(sc2), CE(sc2), CE(sc2), CE(sa),
+                                                CE(sa), CE(sa), CE(sa));
+#undef CE
+            const __m512i co = _mm512_or_si512(_mm512_slli_epi16(ce, 8),
+                                               _mm512_set1_epi16((short)0x0080));
+            const __m512i e = _mm512_maddubs_epi16(z, _mm512_shuffle_epi8(scb, ce));
+            const __m512i o = _mm512_maddubs_epi16(z, _mm512_shuffle_epi8(scb, co));
+            _mm512_store_si512(lo + 64 * c, _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
+            _mm512_store_si512(hi + 64 * c, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
+        }
     }
-#undef SC
 }
 
+/* Q6_K without widening: the 64 values of a chunk (in element order; 128-bit lane l holds
+ * sub-block 4 c + l) are multiplied by their sub-block's scale with VPMADDUBSW against a
+ * vector of the scale in every even (then every odd) byte, so the even elements' products
+ * and the odd elements' come out as words; the offset 32 x scale is subtracted and the low
+ * and high bytes of the words are interleaved back into element order by byte blends. */
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
                                float *dmin, float *mn) {
     const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)row + s;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    const __m512i off32 = _mm512_set1_epi8(32);
+    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
     (void)mn;
     *d = h2f(b->d);
     *dmin = 0.0f;
-    /* The 16 scales as words; sub-blocks 2m and 2m + 1 cover the 32 words of product m. */
-    const __m512i scw = _mm512_castsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
-    const __m512i off = _mm512_set1_epi16(32);
+    const __m512i scb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)b->scales));
     for (int h = 0; h < 2; h++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h));
-        const __m256i l1 =
-            _mm256_loadu_si256((const __m256i *)(const void *)(b->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h));
-#define Q6(lo4, hshift)                                                                       \
-    _mm256_or_si256(_mm256_and_si256(lo4, m4),                                                \
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, hshift), m2), 4))
-        const __m256i q[4] = {Q6(l0, 0), Q6(l1, 2), Q6(_mm256_srli_epi16(l0, 4), 4),
-                              Q6(_mm256_srli_epi16(l1, 4), 6)};
-#undef Q6
-        for (int k = 0; k < 4; k++) {
-            const int m = 4 * h + k; /* elements 32m .. 32m + 31: sub-blocks 2m, 2m + 1 */
-            const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * m)),
-                                                   _mm256_set1_epi16((short)(2 * m + 1)), 1);
-            const __m512i p = _mm512_mullo_epi16(
-                _mm512_sub_epi16(_mm512_cvtepu8_epi16(q[k]), off),
-                _mm512_permutexvar_epi16(idx, scw));
-            _mm256_store_si256((__m256i *)(void *)(lo + 32 * m), _mm512_cvtepi16_epi8(p));
-            _mm256_store_si256((__m256i *)(void *)(hi + 32 * m),
-                               _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
+        const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h)));
+        /* elements 128h + [0, 64): low nibbles, qh bits 0-1 (first 32) and 2-3 (next 32);
+         * 128h + [64, 128): high nibbles, qh bits 4-5 and 6-7 */
+        const __m512i sa = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+        const __m512i sb = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+        const __m512i za = _mm512_or_si512(
+            _mm512_and_si512(l, m4),
+            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sa), m2), 4));
+        const __m512i zb = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sb), m2), 4));
+        for (int k = 0; k < 2; k++) {
+            const int c = 2 * h + k; /* chunk: elements 64c .. 64c + 63 */
+            const __m512i z = k ? zb : za;
+            /* scale 4c + lane in every even byte (odd bytes zero), and in every odd byte */
+#define CE(x) ((long long)(0x8000800080008000ull | (uint64_t)(x) * 0x0001000100010001ull))
+            const __m512i ce = _mm512_set_epi64(CE(4 * c + 3), CE(4 * c + 3), CE(4 * c + 2),
+                                                CE(4 * c + 2), CE(4 * c + 1), CE(4 * c + 1),
+                                                CE(4 * c), CE(4 * c));
+#undef CE
+            const __m512i co = _mm512_or_si512(_mm512_slli_epi16(ce, 8),
+                                               _mm512_set1_epi16((short)0x0080));
+            const __m512i be = _mm512_shuffle_epi8(scb, ce), bo = _mm512_shuffle_epi8(scb, co);
+            const __m512i offw = _mm512_maddubs_epi16(off32, be); /* 32 x scale */
+            const __m512i e = _mm512_sub_epi16(_mm512_maddubs_epi16(z, be), offw);
+            const __m512i o = _mm512_sub_epi16(_mm512_maddubs_epi16(z, bo), offw);
+            _mm512_store_si512(lo + 64 * c, _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
+            _mm512_store_si512(hi + 64 * c, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
         }
     }
 }
@@ -311,11 +324,6 @@ static struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q6_K, rows
                                           NULL, rows8_q6_K, AMX_ROWS, NULL};
 
 void pl_mm_amx_init(void) {
-    for (unsigned sc = 0; sc < 64; sc++)
-        for (unsigned q = 0; q < 16; q++) {
-            q4k_lo[sc][q] = (uint8_t)((sc * q) & 255u);
-            q4k_hi[sc][q] = (uint8_t)((sc * q) >> 8);
-        }
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);
     k_q6_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q6_K);
 }
