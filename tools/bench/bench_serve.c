@@ -5,7 +5,8 @@
  * directory and, for each client count N, forks N processes that each stream one greedy
  * generation through libpicolm at the same moment. Reports aggregate and per-client tok/s,
  * TTFT and inter-token latency percentiles, and the end-to-end latency of 1-token requests
- * against their in-process cost. */
+ * against their in-process cost (both measured in alternating blocks, so that a slower stretch
+ * of a shared machine weighs on both alike). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -94,6 +95,25 @@ static void inproc_close(struct inproc *ip) {
     ip->m = NULL;
     ip->toks = ip->pos = ip->seq = NULL;
     ip->logits = NULL;
+}
+
+
+/* n 1-token requests in process: prefill the prompt and sample one token, from an empty
+ * cache; each one's time into v. Returns 0 or a negative errno. */
+static int inproc_one_token(struct inproc *ip, uint64_t *v, int n) {
+    for (int rep = 0; rep < n; rep++) {
+        pl_ctx_seq_clear(ip->ctx, 0);
+        pl_sampler_reset(ip->smp);
+        uint64_t t0 = now_ns();
+        struct pl_batch b = {.n = ip->n_prompt, .token = ip->toks, .pos = ip->pos,
+                             .seq = ip->seq};
+        int r = pl_ctx_decode(ip->ctx, &b, ip->logits);
+        if (r < 0)
+            return r;
+        (void)pl_sampler_sample(ip->smp, ip->logits);
+        v[rep] = now_ns() - t0;
+    }
+    return 0;
 }
 
 /* One greedy decode of n_tokens after the prompt (the same work a client asks the broker
@@ -196,21 +216,6 @@ static int inproc_open(const char *model_path, uint32_t n_threads, const char *p
         seq[i] = 0;
     }
 
-    /* 1-token requests: prefill the prompt and sample one token, from an empty cache. */
-    uint64_t one[ONE_TOKEN_REPS];
-    for (int rep = 0; rep < ONE_TOKEN_REPS; rep++) {
-        pl_ctx_seq_clear(ctx, 0);
-        pl_sampler_reset(smp);
-        uint64_t t0 = now_ns();
-        struct pl_batch b = {.n = (uint32_t)n_prompt, .token = toks, .pos = pos, .seq = seq};
-        r = pl_ctx_decode(ctx, &b, logits);
-        if (r < 0)
-            goto out;
-        (void)pl_sampler_sample(smp, logits);
-        one[rep] = now_ns() - t0;
-    }
-    ret->one_token_ns = pct(one, ONE_TOKEN_REPS, 50);
-
     ret->n_prompt = (uint32_t)n_prompt;
     ret->n_tokens = n_tokens;
     ret->m = m;
@@ -220,6 +225,16 @@ static int inproc_open(const char *model_path, uint32_t n_threads, const char *p
     ret->pos = pos;
     ret->seq = seq;
     ret->logits = logits;
+    {
+        /* 1-token requests alone on the machine: a first look (the figure compared with the
+         * broker's is measured beside it, interleaved: one_token_compare()). */
+        uint64_t one[ONE_TOKEN_REPS];
+        if ((r = inproc_one_token(ret, one, ONE_TOKEN_REPS)) < 0) {
+            memset(ret, 0, sizeof(*ret));
+            goto out;
+        }
+        ret->one_token_ns = pct(one, ONE_TOKEN_REPS, 50);
+    }
     return 0;
 out:
     if (!err[0])
@@ -531,32 +546,49 @@ struct one_token {
     uint64_t total_ns, broker_queue_ns, broker_ttft_ns;
 };
 
-static int one_token_latency(const char *sock, const char *prompt, struct one_token *ret) {
+/* Blocks of 1-token requests, alternately in process and through the broker (one
+ * connection), so that both medians come from the same stretch of the machine's time;
+ * ret: the broker's medians, *ret_inproc: the in-process one. */
+#define ONE_TOKEN_BLOCKS 5
+
+static int one_token_compare(const char *sock, const char *prompt, struct inproc *ip,
+                             struct one_token *ret, uint64_t *ret_inproc) {
+    enum { N = ONE_TOKEN_REPS };
     picolm_client *c;
     int r = picolm_connect(sock, &c);
     if (r != PICOLM_OK)
         return r;
     struct picolm_generate_params p;
     fill_params(&p, prompt, 1);
-    uint64_t v[ONE_TOKEN_REPS], vq[ONE_TOKEN_REPS], vt[ONE_TOKEN_REPS];
-    for (int i = 0; i < ONE_TOKEN_REPS; i++) {
-        struct picolm_result res = {.size = sizeof(res)};
-        uint64_t t0 = now_ns();
-        r = picolm_generate(c, &p, NULL, NULL, &res);
-        v[i] = now_ns() - t0;
-        vq[i] = res.queue_ns;
-        vt[i] = res.ttft_ns;
-        if (r != PICOLM_OK) {
-            fprintf(stderr, "picolm-bench serve: 1-token request: %s: %s\n",
-                    picolm_strerror(r), picolm_last_error(c));
+    uint64_t v[N], vq[N], vt[N], vi[N];
+    const int per = N / ONE_TOKEN_BLOCKS;
+    for (int blk = 0; blk < ONE_TOKEN_BLOCKS; blk++) {
+        if (inproc_one_token(ip, vi + blk * per, per) < 0) {
+            fprintf(stderr, "picolm-bench serve: in-process 1-token request failed\n");
             picolm_close(c);
-            return r;
+            return PICOLM_E_SYSTEM;
+        }
+        for (int i = blk * per; i < (blk + 1) * per; i++) {
+            struct picolm_result res = {.size = sizeof(res)};
+            uint64_t t0 = now_ns();
+            r = picolm_generate(c, &p, NULL, NULL, &res);
+            v[i] = now_ns() - t0;
+            vq[i] = res.queue_ns;
+            vt[i] = res.ttft_ns;
+            if (r != PICOLM_OK) {
+                fprintf(stderr, "picolm-bench serve: 1-token request: %s: %s\n",
+                        picolm_strerror(r), picolm_last_error(c));
+                picolm_close(c);
+                return r;
+            }
         }
     }
     picolm_close(c);
-    ret->total_ns = pct(v, ONE_TOKEN_REPS, 50);
-    ret->broker_queue_ns = pct(vq, ONE_TOKEN_REPS, 50);
-    ret->broker_ttft_ns = pct(vt, ONE_TOKEN_REPS, 50);
+    const size_t n = (size_t)per * ONE_TOKEN_BLOCKS;
+    ret->total_ns = pct(v, n, 50);
+    ret->broker_queue_ns = pct(vq, n, 50);
+    ret->broker_ttft_ns = pct(vt, n, 50);
+    *ret_inproc = pct(vi, n, 50);
     return PICOLM_OK;
 }
 
@@ -836,7 +868,7 @@ int bench_serve_main(int argc, char **argv) {
         }
     }
     struct one_token one = {0};
-    if (one_token_latency(d.sock, prompt, &one) != PICOLM_OK)
+    if (one_token_compare(d.sock, prompt, &ip, &one, &ip.one_token_ns) != PICOLM_OK)
         goto out;
     uint64_t ttft_idle_v[2] = {0}, ttft_loaded_v[2] = {0};
     if (loaded_n && loaded_ttft(&rc, loaded_n, ttft_idle_v, ttft_loaded_v) != PICOLM_OK)
