@@ -14,12 +14,15 @@
  * subtracts dmin x the token's scale x sum_j min_j x (the token's sub-block sum), which is
  * exact in floats (|sum| < 2^21).
  *
- * The rows' super-blocks are unpacked (lo and hi bytes) into a stack buffer, SB_CHUNK at a
- * time, and serve every tile of the call. Q4_K's products come from two lookup tables per
- * scale value (the low and high bytes of scale x q for the 16 values of q: one VPSHUFB
- * each per 64 elements); Q6_K's from 16-bit multiplies. Q4_K's elements are taken in the
- * order its nibbles lie (chunk c: sub-blocks s_a(c), s_a(c) + 2 with s_a = 0, 1, 4, 5),
- * and its activations are laid out in the same order; Q6_K keeps element order.
+ * The rows' super-blocks are unpacked (lo and hi bytes) one at a time into a double-buffered
+ * stack buffer (the 16 rows' 8 KiB stay in L1: unpacking 2 or 4 super-blocks at a time cost an
+ * 8-token step 2-12% more), which serves every tile of the call, and the same super-block of
+ * the next call's rows is prefetched into L2. The products scale x q come from VPMADDUBSW
+ * against the scale in every even (then every odd) byte, giving the even and the odd
+ * elements' products as words, whose low and high bytes are blended back into element order.
+ * Q4_K's elements are taken in the order its nibbles lie (chunk c: sub-blocks s_a(c) and
+ * s_a(c) + 2, s_a = 0, 1, 4, 5), and its activations are laid out in the same order; Q6_K
+ * keeps element order.
  *
  * Per token the operations do not depend on the other tokens of the tile, nor on how many
  * there are: full tiles (16 tokens, 512-bit float vectors) and half tiles (8 tokens,
@@ -36,8 +39,6 @@
 #include "pl/engine_types.h"
 
 #define AMX_ROWS PL_MM_ROWS_MAX /* weight rows per call: the rows of a weight tile */
-#define SB_CHUNK 1              /* super-blocks unpacked per pass over the tiles: one keeps the
-                                 * unpacked rows (8 KiB) in L1 (2: 8 tokens 44 ms, 4: 48 ms) */
 
 _Static_assert(AMX_ROWS == 16, "a weight tile holds 16 rows");
 
@@ -118,11 +119,11 @@ static void prep_q6_K(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint
  * super-block s0 + c of row r (in the kernel's element order), d[c][r] its scale; Q4_K
  * also the integer minimums mn[c][r][j] (as floats: exact) and their scale dmin. Rows past
  * the last hold zeros. */
-struct chunk {
-    uint8_t lo[SB_CHUNK][AMX_ROWS][256];
-    int8_t hi[SB_CHUNK][AMX_ROWS][256];
-    float d[SB_CHUNK][AMX_ROWS], dmin[SB_CHUNK][AMX_ROWS];
-    float mn[SB_CHUNK][AMX_ROWS][8];
+struct sbuf {
+    uint8_t lo[AMX_ROWS][256];
+    int8_t hi[AMX_ROWS][256];
+    float d[AMX_ROWS], dmin[AMX_ROWS];
+    float mn[AMX_ROWS][8];
 };
 
 static inline float h2f(uint16_t h) {
@@ -240,75 +241,81 @@ static inline void prefetch_next(const uint8_t *w, int64_t s, size_t sb_bytes) {
 #define AMX_CHUNK(ta_l, ta_h, tb, k, NT)                                                      \
     do {                                                                                      \
         _tile_loadd(tb, pl_mm_lay_qs(tl, n, NT, s, 16 * (k), 0), 4 * (NT));                   \
-        _tile_loadd(ta_l, ck.lo[c][0] + 64 * (k), 256);                                       \
+        _tile_loadd(ta_l, cur->lo[0] + 64 * (k), 256);                                       \
         _tile_dpbusd(T_CL, ta_l, tb);                                                         \
-        _tile_loadd(ta_h, ck.hi[c][0] + 64 * (k), 256);                                       \
+        _tile_loadd(ta_h, cur->hi[0] + 64 * (k), 256);                                       \
         _tile_dpbssd(T_CH, ta_h, tb);                                                         \
     } while (0)
 
-#define DEFINE_AMX_ROWS(name, W, NT, unpack, mins, sb_bytes)                                      \
-    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
-                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) { \
-        _Alignas(64) struct chunk ck;                                                         \
-        _Alignas(64) int32_t cl[AMX_ROWS][NT], ch[AMX_ROWS][NT];                              \
-        const int64_t n_sb = n / 256;                                                         \
-        if (n_rows == 0 || n_rows > AMX_ROWS)                                                 \
-            return;                                                                           \
-        tile_config(NT);                                                                      \
-        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
-            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
-            for (int64_t c = 0; c < n_sc; c++) {                                              \
-                for (uint32_t r = 0; r < n_rows; r++) {                                       \
-                    const uint8_t *wr = w + (size_t)r * row_bytes;                            \
-                    prefetch_next(wr + (size_t)AMX_ROWS * row_bytes, s0 + c, sb_bytes);       \
-                    unpack(wr, s0 + c, ck.lo[c][r], ck.hi[c][r], &ck.d[c][r], &ck.dmin[c][r], \
-                           ck.mn[c][r]);                                                      \
-                }                                                                             \
-                for (uint32_t r = n_rows; r < AMX_ROWS; r++) {                                \
-                    memset(ck.lo[c][r], 0, 256);                                              \
-                    memset(ck.hi[c][r], 0, 256);                                              \
-                    memset(ck.mn[c][r], 0, sizeof(ck.mn[c][r]));                              \
-                    ck.d[c][r] = ck.dmin[c][r] = 0.0f;                                        \
-                }                                                                             \
-            }                                                                                 \
-            for (uint32_t i = 0; i < n_tiles; i++) {                                          \
-                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
-                float *o = out + (size_t)i * n_rows * (NT);                                   \
-                for (int64_t c = 0; c < n_sc; c++) {                                          \
-                    const int64_t s = s0 + c;                                                 \
-                    _tile_zero(T_CL);                                                         \
-                    _tile_zero(T_CH);                                                         \
-                    AMX_CHUNK(T_AL0, T_AH0, T_B0, 0, NT);                                     \
-                    AMX_CHUNK(T_AL1, T_AH1, T_B1, 1, NT);                                     \
-                    AMX_CHUNK(T_AL0, T_AH0, T_B0, 2, NT);                                     \
-                    AMX_CHUNK(T_AL1, T_AH1, T_B1, 3, NT);                                     \
-                    _tile_stored(T_CL, cl, 4 * (NT));                                         \
-                    _tile_stored(T_CH, ch, 4 * (NT));                                         \
-                    const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));        \
-                    __m##W sj[8]; /* Q4_K: the tokens' integer sub-block sums */              \
-                    for (uint32_t j = 0; (mins) && j < 8; j++)                                \
-                        sj[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));              \
-                    for (uint32_t r = 0; r < n_rows; r++) {                                   \
-                        __m##W a = s == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT)); \
-                        const __m##W##i isum = _mm##W##_add_epi32(                            \
-                            _mm##W##_load_si##W((const __m##W##i *)(const void *)cl[r]),      \
-                            _mm##W##_slli_epi32(                                              \
-                                _mm##W##_load_si##W((const __m##W##i *)(const void *)ch[r]), 8)); \
-                        a = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(ck.d[c][r])), \
-                                              _mm##W##_cvtepi32_ps(isum), a);                 \
-                        if (mins) {                                                           \
-                            __m##W ms = _mm##W##_setzero_ps();                                \
-                            for (uint32_t j = 0; j < 8; j++)                                  \
-                                ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(ck.mn[c][r][j]), sj[j], \
-                                                       ms);                                   \
-                            a = _mm##W##_fnmadd_ps(                                           \
-                                _mm##W##_mul_ps(da, _mm##W##_set1_ps(ck.dmin[c][r])), ms, a); \
-                        }                                                                     \
-                        _mm##W##_storeu_ps(o + r * (NT), a);                                  \
-                    }                                                                         \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
+#define DEFINE_AMX_ROWS(name, W, NT, unpack, mins, sb_bytes)                                   \
+    /* Super-block s of the call's rows into b (rows past n_rows: zeros), fetching the same    \
+     * super-block of the next call's rows into L2. */                                         \
+    static inline void name##_unpack(const uint8_t *w, size_t row_bytes, uint32_t n_rows,      \
+                                     int64_t s, struct sbuf *b) {                              \
+        for (uint32_t r = 0; r < n_rows; r++) {                                                \
+            const uint8_t *wr = w + (size_t)r * row_bytes;                                     \
+            prefetch_next(wr + (size_t)AMX_ROWS * row_bytes, s, sb_bytes);                     \
+            unpack(wr, s, b->lo[r], b->hi[r], &b->d[r], &b->dmin[r], b->mn[r]);                \
+        }                                                                                      \
+        for (uint32_t r = n_rows; r < AMX_ROWS; r++) {                                         \
+            memset(b->lo[r], 0, 256);                                                          \
+            memset(b->hi[r], 0, 256);                                                          \
+            memset(b->mn[r], 0, sizeof(b->mn[r]));                                             \
+            b->d[r] = b->dmin[r] = 0.0f;                                                       \
+        }                                                                                      \
+    }                                                                                          \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,           \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {  \
+        _Alignas(64) struct sbuf buf[2];                                                       \
+        _Alignas(64) int32_t cl[AMX_ROWS][NT], ch[AMX_ROWS][NT];                               \
+        const int64_t n_sb = n / 256;                                                          \
+        if (n_rows == 0 || n_rows > AMX_ROWS)                                                  \
+            return;                                                                            \
+        tile_config(NT);                                                                       \
+        name##_unpack(w, row_bytes, n_rows, 0, &buf[0]);                                       \
+        for (int64_t s = 0; s < n_sb; s++) {                                                   \
+            const struct sbuf *cur = &buf[s & 1];                                              \
+            for (uint32_t i = 0; i < n_tiles; i++) {                                           \
+                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);          \
+                float *o = out + (size_t)i * n_rows * (NT);                                    \
+                _tile_zero(T_CL);                                                              \
+                _tile_zero(T_CH);                                                              \
+                AMX_CHUNK(T_AL0, T_AH0, T_B0, 0, NT);                                          \
+                AMX_CHUNK(T_AL1, T_AH1, T_B1, 1, NT);                                          \
+                AMX_CHUNK(T_AL0, T_AH0, T_B0, 2, NT);                                          \
+                AMX_CHUNK(T_AL1, T_AH1, T_B1, 3, NT);                                          \
+                _tile_stored(T_CL, cl, 4 * (NT));                                              \
+                _tile_stored(T_CH, ch, 4 * (NT));                                              \
+                /* With several tiles the next super-block is unpacked here, between the       \
+                 * first tile's products and its floats, where it overlaps the products;       \
+                 * a single tile unpacks it after its floats. */                               \
+                if (i == 0 && n_tiles > 1 && s + 1 < n_sb)                                     \
+                    name##_unpack(w, row_bytes, n_rows, s + 1, &buf[(s + 1) & 1]);             \
+                const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));             \
+                __m##W sj[8]; /* Q4_K: the tokens' integer sub-block sums */                   \
+                for (uint32_t j = 0; (mins) && j < 8; j++)                                     \
+                    sj[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));                   \
+                for (uint32_t r = 0; r < n_rows; r++) {                                        \
+                    __m##W a = s == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT)); \
+                    const __m##W##i isum = _mm##W##_add_epi32(                                 \
+                        _mm##W##_load_si##W((const __m##W##i *)(const void *)cl[r]),           \
+                        _mm##W##_slli_epi32(                                                   \
+                            _mm##W##_load_si##W((const __m##W##i *)(const void *)ch[r]), 8));  \
+                    a = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(cur->d[r])),    \
+                                          _mm##W##_cvtepi32_ps(isum), a);                      \
+                    if (mins) {                                                                \
+                        __m##W ms = _mm##W##_setzero_ps();                                     \
+                        for (uint32_t j = 0; j < 8; j++)                                       \
+                            ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(cur->mn[r][j]), sj[j], ms); \
+                        a = _mm##W##_fnmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(cur->dmin[r])), \
+                                               ms, a);                                         \
+                    }                                                                          \
+                    _mm##W##_storeu_ps(o + r * (NT), a);                                       \
+                }                                                                              \
+            }                                                                                  \
+            if (n_tiles == 1 && s + 1 < n_sb)                                                  \
+                name##_unpack(w, row_bytes, n_rows, s + 1, &buf[(s + 1) & 1]);                 \
+        }                                                                                      \
     }
 
 DEFINE_AMX_ROWS(rows_q4_K, 512, PL_MM_TILE, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
