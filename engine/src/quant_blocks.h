@@ -160,6 +160,21 @@ static inline void pl_q4k_scale_min(int j, const uint8_t *q, uint8_t *ret_scale,
     }
 }
 
+/* All 8 of them at once from the 12 packed bytes q: byte j of *ret_scales is the scale of
+ * sub-block j, byte j of *ret_mins its min (as pl_q4k_scale_min), for the SIMD kernels. */
+static inline void pl_q4k_scales_mins8(const uint8_t *q, uint64_t *ret_scales,
+                                       uint64_t *ret_mins) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, q, 4);
+    memcpy(&w1, q + 4, 4);
+    memcpy(&w2, q + 8, 4);
+    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+    const uint32_t sc_hi = (w2 & m4) | (((w0 >> 6) & m2) << 4);
+    const uint32_t mn_hi = ((w2 >> 4) & m4) | (((w1 >> 6) & m2) << 4);
+    *ret_scales = (uint64_t)(w0 & m6) | ((uint64_t)sc_hi << 32);
+    *ret_mins = (uint64_t)(w1 & m6) | ((uint64_t)mn_hi << 32);
+}
+
 /* The 6-bit stored value (0..63, offset 32) of scale j (< 16) of a Q3_K block. */
 static inline int pl_q3k_scale(int j, const uint8_t *scales) {
     int lo = j < 8 ? (scales[j] & 0x0F) : (scales[j - 8] >> 4);

@@ -133,16 +133,8 @@ static inline float h2f(uint16_t h) {
 static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
                                float *dmin, float *mn) {
     const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
-    /* The 6-bit scales and mins of the 8 sub-blocks (pl_q4k_scale_min), 8 at a time. */
-    uint32_t w0, w1, w2;
-    memcpy(&w0, b->scales, 4);
-    memcpy(&w1, b->scales + 4, 4);
-    memcpy(&w2, b->scales + 8, 4);
-    const uint32_t m6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-    const uint64_t scv = (uint64_t)(w0 & m6) |
-                         (uint64_t)((w2 & k4) | (((w0 >> 6) & k2) << 4)) << 32;
-    const uint64_t mnv = (uint64_t)(w1 & m6) |
-                         (uint64_t)(((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4)) << 32;
+    uint64_t scv, mnv; /* the 8 scales and mins, a byte each */
+    pl_q4k_scales_mins8(b->scales, &scv, &mnv);
     _mm256_storeu_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv))));
     *d = h2f(b->d);
     *dmin = h2f(b->dmin);

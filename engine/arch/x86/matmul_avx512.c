@@ -132,16 +132,9 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u
         __m512i v = _mm512_permutex2var_epi64(q0, idx, q1);
         u->w[k] = _mm512_and_si512(_mm512_srlv_epi64(v, shift), m4);
     }
-    /* 6-bit scales and mins of the 8 sub-blocks (see pl_q4k_scale_min). */
-    uint32_t w0, w1, w2;
-    memcpy(&w0, b->scales, 4);
-    memcpy(&w1, b->scales + 4, 4);
-    memcpy(&w2, b->scales + 8, 4);
-    const uint32_t m6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-    const uint64_t sc = (uint64_t)(w0 & m6) |
-                        (uint64_t)((w2 & k4) | (((w0 >> 6) & k2) << 4)) << 32;
-    const uint64_t mn = (uint64_t)(w1 & m6) |
-                        (uint64_t)(((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4)) << 32;
+    /* 6-bit scales and mins of the 8 sub-blocks, a byte each. */
+    uint64_t sc, mn;
+    pl_q4k_scales_mins8(b->scales, &sc, &mn);
     __m128i s8 = _mm_cvtsi64_si128((long long)sc);
     s8 = _mm_unpacklo_epi8(s8, s8); /* byte l = scale of sub-block l / 2 */
     const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d |

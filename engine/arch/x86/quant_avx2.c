@@ -514,16 +514,6 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
     return sum;
 }
 
-/* Q4_K/Q5_K: the 8 6-bit scales and mins (see pl_q4k_scale_min), 8 bytes each. */
-static inline void q4k_scales(const uint8_t *s, uint64_t *ret_sc, uint64_t *ret_m) {
-    uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
-    const uint32_t m6 = 0x3F3F3F3F, m4 = 0x0F0F0F0F, m2 = 0x03030303;
-    uint32_t sc_hi = (w2 & m4) | (((w0 >> 6) & m2) << 4);
-    uint32_t m_hi = ((w2 >> 4) & m4) | (((w1 >> 6) & m2) << 4);
-    *ret_sc = (uint64_t)(w0 & m6) | ((uint64_t)sc_hi << 32);
-    *ret_m = (uint64_t)(w1 & m6) | ((uint64_t)m_hi << 32);
-}
-
 /* sum_j m[j] * (bsums[2j] + bsums[2j+1]). */
 static inline int32_t q4k_summ(uint64_t m8, const int16_t *bsums) {
     __m128i bs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
@@ -546,7 +536,7 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 3);
         uint64_t sc8, m8;
-        q4k_scales(a[i].scales, &sc8, &m8);
+        pl_q4k_scales_mins8(a[i].scales, &sc8, &m8);
         __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         __m256i sc = _mm256_broadcastsi128_si256(sc16);
         __m256i acc = _mm256_setzero_si256();
@@ -575,7 +565,7 @@ static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restric
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 3);
         uint64_t sc8, m8;
-        q4k_scales(a[i].scales, &sc8, &m8);
+        pl_q4k_scales_mins8(a[i].scales, &sc8, &m8);
         __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         __m256i sc = _mm256_broadcastsi128_si256(sc16);
         __m256i qh = load256(a[i].qh);
