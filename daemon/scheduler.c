@@ -703,30 +703,36 @@ static void cost_observe(struct pl_daemon_sched *s, uint32_t n, uint64_t ns) {
     s->fit_sxy = s->fit_sxy * FIT_DECAY + x * y;
 }
 
-/* Do n_dec decode entries cost more than the fixed part of a step (what every step pays
- * whatever its size: reading the weights, waking the workers)? False while the recent
- * steps were all of one size (the model cannot tell the two apart yet). */
-static bool decode_costlier_than_step(const struct pl_daemon_sched *s, uint32_t n_dec) {
+/* The linear step cost model's fixed part and cost per token. False while the recent steps
+ * were all of one size (the model cannot tell the two apart yet). */
+static bool cost_line(const struct pl_daemon_sched *s, double *ret_fixed, double *ret_per_token) {
     double det = s->fit_s0 * s->fit_s2 - s->fit_s1 * s->fit_s1;
     if (s->fit_s0 < 4 || det <= 1e-6 * s->fit_s0 * s->fit_s2)
         return false;
-    double per_token = (s->fit_s0 * s->fit_sxy - s->fit_s1 * s->fit_sy) / det;
-    double fixed = (s->fit_sy - per_token * s->fit_s1) / s->fit_s0;
-    return per_token * n_dec > fixed;
+    *ret_per_token = (s->fit_s0 * s->fit_sxy - s->fit_s1 * s->fit_sy) / det;
+    *ret_fixed = (s->fit_sy - *ret_per_token * s->fit_s1) / s->fit_s0;
+    return true;
+}
+
+/* Do n_dec decode entries cost more than the fixed part of a step (what every step pays
+ * whatever its size: reading the weights, waking the workers)? False while the model does not
+ * know yet. */
+static bool decode_costlier_than_step(const struct pl_daemon_sched *s, uint32_t n_dec) {
+    double fixed, per_token;
+    return cost_line(s, &fixed, &per_token) && per_token * n_dec > fixed;
 }
 
 /* The expected cost of a step of n tokens: the recent cost of that size, else the linear
  * model's. False when neither is known yet. */
 static bool est_cost(const struct pl_daemon_sched *s, uint32_t n, double *ret) {
+    double fixed, per_token;
     if (n < COST_SIZES && s->cost_ns[n] > 0) {
         *ret = s->cost_ns[n];
         return true;
     }
-    double det = s->fit_s0 * s->fit_s2 - s->fit_s1 * s->fit_s1;
-    if (s->fit_s0 < 4 || det <= 1e-6 * s->fit_s0 * s->fit_s2)
+    if (!cost_line(s, &fixed, &per_token))
         return false;
-    double per_token = (s->fit_s0 * s->fit_sxy - s->fit_s1 * s->fit_sy) / det;
-    *ret = (s->fit_sy - per_token * s->fit_s1) / s->fit_s0 + per_token * n;
+    *ret = fixed + per_token * n;
     return true;
 }
 
