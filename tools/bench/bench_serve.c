@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* picolm-bench serve: what serving through picolmd costs and gains. In one run it measures the
- * model's in-process greedy decode (pl_engine directly, no daemon) and the in-process cost of a
- * 1-token request, then starts the built picolmd on the same model in a temporary socket
- * directory and, for each client count N, forks N processes that each stream one greedy
+ * model's in-process greedy decode (pl_engine directly, no daemon), then starts the built
+ * picolmd on the same model in a temporary socket directory and, for each client count N, forks N processes that each stream one greedy
  * generation through libpicolm at the same moment. Reports aggregate and per-client tok/s,
  * TTFT and inter-token latency percentiles, and the end-to-end latency of 1-token requests
  * against their in-process cost (both measured in alternating blocks, so that a slower stretch
@@ -68,7 +67,8 @@ struct inproc {
     double decode_tok_s;     /* greedy decode, one sequence: median of the runs */
     double e2e_tok_s;        /* the same runs from the prompt on: n_tokens / (prefill, first
                                 token, decode), as a client's generation is timed */
-    uint64_t one_token_ns;   /* median: prompt prefill + sample one token */
+    uint64_t one_token_ns;   /* median: prompt prefill + sample one token (measured beside
+                                the broker's: one_token_compare()) */
     uint32_t n_prompt;
     uint32_t n_gen;
     uint32_t n_tokens;
@@ -96,7 +96,6 @@ static void inproc_close(struct inproc *ip) {
     ip->toks = ip->pos = ip->seq = NULL;
     ip->logits = NULL;
 }
-
 
 /* n 1-token requests in process: prefill the prompt and sample one token, from an empty
  * cache; each one's time into v. Returns 0 or a negative errno. */
@@ -225,16 +224,6 @@ static int inproc_open(const char *model_path, uint32_t n_threads, const char *p
     ret->pos = pos;
     ret->seq = seq;
     ret->logits = logits;
-    {
-        /* 1-token requests alone on the machine: a first look (the figure compared with the
-         * broker's is measured beside it, interleaved: one_token_compare()). */
-        uint64_t one[ONE_TOKEN_REPS];
-        if ((r = inproc_one_token(ret, one, ONE_TOKEN_REPS)) < 0) {
-            memset(ret, 0, sizeof(*ret));
-            goto out;
-        }
-        ret->one_token_ns = pct(one, ONE_TOKEN_REPS, 50);
-    }
     return 0;
 out:
     if (!err[0])
