@@ -40,10 +40,18 @@ struct pl_mm_tile_kernel {
      * slot. Each row is unpacked once per call, for all its tiles. */
     void (*rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                  const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out);
-    /* Decode: out[r] = w row r . vec for r < n_rows, vec a one-slot layout. Same sums per
-     * super-block as rows(), so a token gets the same result either way up to the order of
-     * the final additions. NULL: decode uses the per-row vec_dot of the quant table (for
-     * Q4_K it streams the weights faster: 24.4 vs 21.2 tok/s whole-model decode). */
+    /* Decode: out[r] = w row r . vec for r < n_rows, vec a one-slot layout. NULL: decode
+     * uses the per-row vec_dot of the quant table.
+     * Batch invariance: a token's result must not depend on its batch (a session decoded
+     * alone and the same session in a step with others give the same greedy tokens), so
+     * decode (vec_rows, or the per-row vec_dot) and rows() / rows8() do the same float
+     * operations per row and token, from the same exact integer sums:
+     *   Q4_K, Q6_K (AMX tiles): per super-block s = fma(da x d, isum, s), then (Q4_K)
+     *     s = fma(-(da x dmin), msum, s) - quant_avx512.c's kq_step;
+     *   Q4_0, Q8_0: per super-block m_j = isum_j x (da_j x dw_j) for its 8 blocks,
+     *     s += ((m0 + m4) + (m2 + m6)) + ((m1 + m5) + (m3 + m7)).
+     * Not yet: the AVX-512 tiles of Q4_K / Q6_K (CPUs without AMX) keep per-sub-block
+     * floats. */
     void (*vec_rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                      const uint8_t *vec, float *out);
     /* rows() over tiles of PL_MM_HALF slots (layouts with nt = PL_MM_HALF), out[(i * n_rows +

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* picolmd end to end: a real daemon on a temporary socket dir with stories260K, real client
- * processes. Exact greedy tokens for 8 concurrent clients against in-process decoding,
+ * processes. Exact greedy tokens for 8 concurrent clients against in-process decoding (also
+ * on the quantized tiny-llama models, whose batched steps take the tiled kernels),
  * cancel, SIGKILLed client (KV back within 100 ms), connect/disconnect churn (no fd or RSS
  * growth), KV pool exhaustion, malformed records, SIGTERM drain, residency vs smaps. */
 #include <errno.h>
@@ -195,6 +196,37 @@ static void test_eight_concurrent_greedy_clients_match_in_process(void **state) 
         assert_memory_equal(got, want, n_want * 4);
     }
     assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* The same on quantized models whose matrices go through the tiled kernels (AMX or AVX-512
+ * where the CPU has them): a token's logits must not depend on how many other sessions share
+ * its step (4+ tokens: tiles; fewer: the decode kernels). Q4_K + Q6_K, Q8_0 (tied output),
+ * Q4_0. */
+static char test_data[4096];
+
+static void eight_clients_on(const char *name) {
+    char saved[sizeof(model_path)];
+    memcpy(saved, model_path, sizeof(saved));
+    snprintf(model_path, sizeof(model_path), "%s/models/%s", test_data, name);
+    if (access(model_path, R_OK) != 0)
+        fail_msg("missing test model %s", model_path);
+    test_eight_concurrent_greedy_clients_match_in_process(NULL);
+    memcpy(model_path, saved, sizeof(saved));
+}
+
+static void test_eight_clients_match_in_process_q4_k_m(void **state) {
+    (void)state;
+    eight_clients_on("tiny-llama-spm-Q4_K_M.gguf");
+}
+
+static void test_eight_clients_match_in_process_q8_0(void **state) {
+    (void)state;
+    eight_clients_on("tiny-llama-spm-tied-Q8_0.gguf");
+}
+
+static void test_eight_clients_match_in_process_q4_0(void **state) {
+    (void)state;
+    eight_clients_on("tiny-llama-gpt2-Q4_0.gguf");
 }
 
 static struct pl_test_client *cancel_client;
@@ -480,12 +512,16 @@ int main(void) {
     const char *data = getenv("PICOLM_TEST_DATA");
     if (!data)
         return 77;
+    snprintf(test_data, sizeof(test_data), "%s", data);
     snprintf(model_path, sizeof(model_path), "%s/models/stories260K.gguf", data);
     if (access(model_path, R_OK) != 0)
         return 77;
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eight_concurrent_greedy_clients_match_in_process),
+        cmocka_unit_test(test_eight_clients_match_in_process_q4_k_m),
+        cmocka_unit_test(test_eight_clients_match_in_process_q8_0),
+        cmocka_unit_test(test_eight_clients_match_in_process_q4_0),
         cmocka_unit_test(test_cancel_mid_stream_gives_done_cancelled),
         cmocka_unit_test(test_sigkill_client_returns_kv_within_100ms),
         cmocka_unit_test(test_thousand_connect_cycles_leak_nothing),

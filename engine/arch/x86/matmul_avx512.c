@@ -115,6 +115,7 @@ struct unpacked {
     __m512i w[4];
     __m512 scale;
     __m512 cmin;
+    __m256 d8; /* Q4_0 / Q8_0: the 8 block scales */
 };
 
 static inline float h2f(uint16_t h) {
@@ -178,6 +179,7 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u
 static inline void blocks_scale(__m128i d8h, struct unpacked *u, float bias) {
     const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     const __m256 d8 = _mm256_cvtph_ps(d8h);
+    u->d8 = d8;
     u->scale = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(d8));
     u->cmin = _mm512_zextps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(bias)));
 }
@@ -264,15 +266,6 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
 
 /* ---- The row kernels ---- */
 
-/* Decode: the activation scale of each lane for super-block s of a one-slot layout. */
-static inline __m512 act_scale(uint8_t *v, int64_t n, int64_t s, int act_q8_K) {
-    const float *da = pl_mm_lay_da(v, n, 1, s, 0);
-    if (act_q8_K)
-        return _mm512_set1_ps(da[0]);
-    const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    return _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_load_ps(da)));
-}
-
 /* Prefill. Lanes are tokens: the kernel reads one group (4 values of 16 tokens) per load
  * and multiplies it, by vpdpbusd, with the 4 weight bytes of that group broadcast from each
  * of R_MAX rows, so one activation load serves R_MAX rows and the int32 sum of a sub-block
@@ -328,8 +321,15 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
             __m##W part[R_MAX];                                                               \
             for (uint32_t r = 0; r < nr; r++)                                                 \
                 part[r] = _mm##W##_setzero_ps();                                              \
-            /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. */               \
-            for (uint32_t j0 = 0; j0 < n_sub; j0 += 2) {                                      \
+            __m##W part2[R_MAX];                                                              \
+            for (uint32_t r = 0; r < nr; r++)                                                 \
+                part2[r] = _mm##W##_setzero_ps();                                             \
+            /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. Q4_0 / Q8_0      \
+             * (block_da) take blocks k and k + 4, k = 0, 2, 1, 3: the batch-invariant tree   \
+             * (below). */                                                                    \
+            for (uint32_t q2 = 0; q2 < n_sub / 2; q2++) {                                     \
+                const uint32_t jA = block_da ? (q2 == 1 ? 2 : q2 == 2 ? 1 : q2) : 2 * q2;     \
+                const uint32_t jB = block_da ? jA + 4 : jA + 1;                               \
                 __m##W##i p[2][R_MAX];                                                        \
                 for (uint32_t jj = 0; jj < 2; jj++) {                                         \
                     /* A weight offset of 2^off_shift: start at -offset x the activations'    \
@@ -338,7 +338,7 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                         off_shift ? _mm##W##_slli_epi32(                                      \
                                         _mm##W##_load_si##W((const __m##W##i *)(const void *) \
                                                                 pl_mm_lay_ns(tl, n, NT, s,    \
-                                                                             j0 + jj)),       \
+                                                                             jj ? jB : jA)),  \
                                         (unsigned)off_shift)                                  \
                                   : _mm##W##_setzero_si##W();                                 \
                     for (uint32_t r = 0; r < nr; r++)                                         \
@@ -347,7 +347,7 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                 for (uint32_t k = 0; k < 4; k++)                                              \
                     for (uint32_t h = 0; h < 16 / n_sub; h++)                                 \
                         for (uint32_t jj = 0; jj < 2; jj++) {                                 \
-                            const uint32_t g = 16 * k + (16 / n_sub) * (j0 + jj) + h;         \
+                            const uint32_t g = 16 * k + (16 / n_sub) * (jj ? jB : jA) + h;    \
                             const __m##W##i a = _mm##W##_load_si##W(                          \
                                 (const __m##W##i *)(const void *)(q + 4 * (NT) * g));         \
                             for (uint32_t r = 0; r < nr; r++)                                 \
@@ -356,22 +356,36 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                                     _mm##W##_set1_epi32(group_word(&pk[r * n_sc + c], g)),    \
                                     a);                                                       \
                         }                                                                     \
-                for (uint32_t jj = 0; jj < 2; jj++) {                                         \
-                    const uint32_t j = j0 + jj, lane = (16 / n_sub) * j;                      \
-                    if (block_da) {                                                           \
-                        const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, j));    \
-                        for (uint32_t r = 0; r < nr; r++)                                     \
-                            acc[r] = _mm##W##_fmadd_ps(                                       \
-                                _mm##W##_cvtepi32_ps(p[jj][r]),                               \
-                                _mm##W##_mul_ps(                                              \
-                                    da, _mm##W##_set1_ps(pk[r * n_sc + c].scale[lane])),      \
-                                acc[r]);                                                      \
-                    } else {                                                                  \
-                        for (uint32_t r = 0; r < nr; r++)                                     \
-                            part[r] = _mm##W##_fmadd_ps(                                      \
-                                _mm##W##_cvtepi32_ps(p[jj][r]),                               \
-                                _mm##W##_set1_ps(pk[r * n_sc + c].scale[lane]), part[r]);     \
+                if (block_da) {                                                               \
+                    /* m_j = sum_j x (da_j x dw_j); t_k = m_k + m_k+4; u0 = t0 + t2 (part),   \
+                     * u1 = t1 + t3 (part2); acc += u0 + u1: the decode kernel's order. */     \
+                    const __m##W daA = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jA));      \
+                    const __m##W daB = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jB));      \
+                    for (uint32_t r = 0; r < nr; r++) {                                       \
+                        const __m##W t = _mm##W##_add_ps(                                     \
+                            _mm##W##_mul_ps(_mm##W##_cvtepi32_ps(p[0][r]),                    \
+                                            _mm##W##_mul_ps(daA, _mm##W##_set1_ps(            \
+                                                pk[r * n_sc + c].scale[2 * jA]))),            \
+                            _mm##W##_mul_ps(_mm##W##_cvtepi32_ps(p[1][r]),                    \
+                                            _mm##W##_mul_ps(daB, _mm##W##_set1_ps(            \
+                                                pk[r * n_sc + c].scale[2 * jB]))));           \
+                        if (q2 == 0)                                                          \
+                            part[r] = t;                                                      \
+                        else if (q2 == 1)                                                     \
+                            part[r] = _mm##W##_add_ps(part[r], t);                            \
+                        else if (q2 == 2)                                                     \
+                            part2[r] = t;                                                     \
+                        else                                                                  \
+                            acc[r] = _mm##W##_add_ps(                                         \
+                                acc[r], _mm##W##_add_ps(part[r], _mm##W##_add_ps(part2[r], t))); \
                     }                                                                         \
+                }                                                                             \
+                for (uint32_t jj = 0; !block_da && jj < 2; jj++) {                            \
+                    const uint32_t lane = (16 / n_sub) * (jA + jj);                           \
+                    for (uint32_t r = 0; r < nr; r++)                                         \
+                        part[r] = _mm##W##_fmadd_ps(_mm##W##_cvtepi32_ps(p[jj][r]),           \
+                                                    _mm##W##_set1_ps(pk[r * n_sc + c].scale[lane]), \
+                                                    part[r]);                                 \
                 }                                                                             \
             }                                                                                 \
             if (!block_da) {                                                                  \
@@ -448,13 +462,17 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
 #define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                               \
     DEFINE_ROWS_W(name, rows_chunk8, 256, PL_MM_HALF, unpack, n_sub, block_da, off_shift)
 
-/* Decode: one token. Two rows at a time so the unpacking of one overlaps the other's
- * dependency chains; the offsets/mins term is accumulated per sub-block lane. The hardware
- * prefetchers do not run far enough ahead of two interleaved streams: each super-block
- * step prefetches the same super-block of the next row pair (sb_bytes: super-block size). */
-#define DEFINE_VEC_ROWS(name, unpack, act_q8_K, sb_bytes)                                     \
-    static inline void name##_sb(const uint8_t *row, uint8_t *v, int64_t n, int64_t s,        \
-                                 size_t ahead, __m512 *acc, __m512 *mins) {                   \
+/* Decode of Q4_0 / Q8_0: one token, two rows at a time so the unpacking of one overlaps the
+ * other's dependency chains. The hardware prefetchers do not run far enough ahead of two
+ * interleaved streams: each super-block step prefetches the same super-block of the next
+ * row pair (sb_bytes: super-block size). Batch invariance (matmul.h): per super-block the
+ * exact integer block sums (offset 2^off_shift x the activation sums included) become
+ * m_j = sum_j x (da_j x dw_j), summed as (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and
+ * added to the row's sum: the float operations rows() does per token. */
+#define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes)                                    \
+    static inline __attribute__((always_inline)) float name##_sb(                             \
+        const uint8_t *row, uint8_t *v, int64_t n, int64_t s,                                 \
+                                  size_t ahead, float acc) {                                  \
         struct unpacked u;                                                                    \
         const char *pf = (const char *)row + (size_t)s * (sb_bytes) + ahead;                  \
         for (size_t o = 0; o < (sb_bytes); o += 64)                                           \
@@ -465,9 +483,18 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         p = _mm512_dpbusd_epi32(p, u.w[1], _mm512_load_si512(q + 64));                        \
         p = _mm512_dpbusd_epi32(p, u.w[2], _mm512_load_si512(q + 128));                       \
         p = _mm512_dpbusd_epi32(p, u.w[3], _mm512_load_si512(q + 192));                       \
-        __m512 sc = _mm512_mul_ps(u.scale, act_scale(v, n, s, act_q8_K));                     \
-        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, *acc);                              \
-        *mins = _mm512_fmadd_ps(u.cmin, _mm512_loadu_ps(pl_mm_lay_fs(v, n, 1, s, 0)), *mins); \
+        /* block j: lanes 2j + 2j+1, plus the offset term */                                  \
+        const __m256i isum = _mm256_add_epi32(                                                \
+            _mm512_cvtepi64_epi32(_mm512_add_epi64(p, _mm512_srli_epi64(p, 32))),             \
+            _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)              \
+                                                     pl_mm_lay_ns(v, n, 1, s, 0)),            \
+                              (off_shift)));                                                  \
+        const __m256 m = _mm256_mul_ps(                                                       \
+            _mm256_cvtepi32_ps(isum),                                                         \
+            _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)), u.d8));               \
+        const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));   \
+        const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                                 \
+        return acc + _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                      \
     }                                                                                         \
     static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
                      const uint8_t *vec, float *out) {                                       \
@@ -476,21 +503,20 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         uint32_t r = 0;                                                                       \
         for (; r + 2 <= n_rows; r += 2) {                                                     \
             const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
-            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                        \
-            __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();                        \
+            float a0 = 0.0f, a1 = 0.0f;                                                       \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
-                name##_sb(r0, v, n, s, 2 * row_bytes, &a0, &m0);                              \
-                name##_sb(r1, v, n, s, 2 * row_bytes, &a1, &m1);                              \
+                a0 = name##_sb(r0, v, n, s, 2 * row_bytes, a0);                               \
+                a1 = name##_sb(r1, v, n, s, 2 * row_bytes, a1);                               \
             }                                                                                 \
-            out[r] = _mm512_reduce_add_ps(a0) - _mm512_reduce_add_ps(m0);                     \
-            out[r + 1] = _mm512_reduce_add_ps(a1) - _mm512_reduce_add_ps(m1);                 \
+            out[r] = a0;                                                                      \
+            out[r + 1] = a1;                                                                  \
         }                                                                                     \
         for (; r < n_rows; r++) {                                                             \
             const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
-            __m512 a0 = _mm512_setzero_ps(), m0 = _mm512_setzero_ps();                        \
+            float a0 = 0.0f;                                                                  \
             for (int64_t s = 0; s < n_sb; s++)                                                \
-                name##_sb(r0, v, n, s, row_bytes, &a0, &m0);                                  \
-            out[r] = _mm512_reduce_add_ps(a0) - _mm512_reduce_add_ps(m0);                     \
+                a0 = name##_sb(r0, v, n, s, row_bytes, a0);                                   \
+            out[r] = a0;                                                                      \
         }                                                                                     \
     }
 
@@ -503,15 +529,14 @@ DEFINE_ROWS8(rows8_q4_K, unpack_q4_K, 8, 0, 0)
 DEFINE_ROWS8(rows8_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS8(rows8_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS8(rows8_q8_0, unpack_q8_0, 8, 1, 7)
-DEFINE_VEC_ROWS(vec_q6_K, unpack_q6_K, 1, sizeof(struct pl_block_q6_K))
-DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 0, 8 * sizeof(struct pl_block_q4_0))
-DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 0, 8 * sizeof(struct pl_block_q8_0))
+DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 3, 8 * sizeof(struct pl_block_q4_0))
+DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 7, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
                                                 NULL, rows8_q4_K, PL_MM_ROWS, NULL};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                vec_q6_K, rows8_q6_K, PL_MM_ROWS, NULL};
+                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
                                                 vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL};
 static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,

@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <immintrin.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -408,13 +409,39 @@ static inline __m512i q4k_group(const uint8_t *qs) {
     return _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
 }
 
-/* Q4_K: the int32 lanes stay below 2^24 (4 groups * 2 * 63 * 3840), so they convert to
- * float exactly; as do the mins lanes (4 * 2 * 63 * 4096). Only float order differs. */
+/* The batch-invariant float step of a K-quant super-block (matmul.h): dd = [d x da,
+ * dmin x da]; isum, msum the exact integer sums. The tile kernels do the same two fused
+ * operations per token, in the same order. */
+static inline float kq_step(float sum, __m128 dd, int32_t isum, int32_t msum) {
+    sum = fmaf(_mm_cvtss_f32(dd), (float)isum, sum);
+    return fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(dd)), (float)msum, sum);
+}
+
+/* The totals of acc's 16 lanes and of pm's 8, reduced side by side in one register. */
+static inline void hsum2_epi32(__m512i acc, __m256i pm, int32_t *ret_a, int32_t *ret_m) {
+    __m512i z = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                                _mm512_extracti64x4_epi64(acc, 1))),
+        pm, 1);
+    z = _mm512_add_epi32(z, _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(2, 3, 0, 1)));
+    z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_BADC));
+    z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB));
+    *ret_a = _mm_cvtsi128_si32(_mm512_castsi512_si128(z));
+    *ret_m = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(z, 2));
+}
+
+static inline int32_t hsum_epi32x4(__m128i v) {
+    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1))));
+}
+
+/* Q4_K: the integer sums of a super-block (scales x quants . activations, and mins x
+ * activation sums) are exact; they become floats in the batch-invariant order of the tile
+ * kernels (kq_step, matmul.h), so a token's result does not depend on its batch. */
 static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q4_K *a = w;
     const struct pl_block_q8_K *b = x;
-    __m512 facc = _mm512_setzero_ps();
-    __m128 macc = _mm_setzero_ps();
+    float sum = 0.0f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 3);
@@ -436,13 +463,9 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
         /* [d, dmin] of the block times the activation scale */
         __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
                                _mm_set1_ps(b[i].d));
-        facc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(acc), facc);
-        macc = _mm_fmadd_ps(_mm_shuffle_ps(dd, dd, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(pm),
-                            macc);
+        sum = kq_step(sum, dd, _mm512_reduce_add_epi32(acc), hsum_epi32x4(pm));
     }
-    macc = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
-    macc = _mm_add_ss(macc, _mm_movehdup_ps(macc));
-    return _mm512_reduce_add_ps(facc) - _mm_cvtss_f32(macc);
+    return sum;
 }
 
 /* ---- Q4_K with GFNI and VBMI (Ice Lake, Sapphire Rapids, Zen 4) ----
@@ -503,8 +526,7 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
                                            _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
     const __mmask64 even = 0x5555555555555555ull;
-    __m512 facc = _mm512_setzero_ps();
-    __m256 macc = _mm256_setzero_ps();
+    float sum = 0.0f;
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 3);
@@ -537,15 +559,11 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
         /* [d, dmin] of the block times the activation scale */
         __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
                                _mm_set1_ps(b[i].d));
-        facc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd),
-                               _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1)), facc);
-        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(pm),
-                               macc);
+        int32_t isum, msum;
+        hsum2_epi32(_mm512_add_epi32(acc0, acc1), pm, &isum, &msum);
+        sum = kq_step(sum, dd, isum, msum);
     }
-    __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1));
-    m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
-    return _mm512_reduce_add_ps(facc) - _mm_cvtss_f32(m4);
+    return sum;
 }
 
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
@@ -624,7 +642,8 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
                               _mm512_permutexvar_epi16(P.idx[2 * h + 1], sc16));
         }
         acc = _mm512_add_epi32(acc, acc1);
-        sum += (h2f(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(acc);
+        /* batch-invariant (matmul.h): one fused step per super-block */
+        sum = fmaf(h2f(a[i].d) * b[i].d, (float)_mm512_reduce_add_epi32(acc), sum);
     }
     return sum;
 }
