@@ -50,8 +50,7 @@ struct pl_mm_tile_kernel {
      *     s = fma(-(da x dmin), msum, s) - quant_avx512.c's kq_step;
      *   Q4_0, Q8_0: per super-block m_j = isum_j x (da_j x dw_j) for its 8 blocks,
      *     s += ((m0 + m4) + (m2 + m6)) + ((m1 + m5) + (m3 + m7)).
-     * Not yet: the AVX-512 tiles of Q4_K / Q6_K (CPUs without AMX) keep per-sub-block
-     * floats. */
+     * The AVX-512 tiles of Q4_K / Q6_K (CPUs without AMX) take the AMX tiles' form. */
     void (*vec_rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                      const uint8_t *vec, float *out);
     /* rows() over tiles of PL_MM_HALF slots (layouts with nt = PL_MM_HALF), out[(i * n_rows +
@@ -73,9 +72,9 @@ struct pl_mm_tile_kernel {
  * 64-byte load gives 16 slots' values of one group:
  *   qs  [n_sb][64][nt][4] int8;
  *   da  [n_sb][8][nt]     float: the activation scale of each 32-element block;
- *   fs  [n_sb][16][nt]    float: scale x sum of the int8 values of each sub-block of
- *                         `layout` elements (8 or 16 per super-block), for the weights'
- *                         offsets and mins;
+ *   fs  [n_sb][16][nt]    float: the sum of the int8 values of each sub-block of
+ *                         `layout` elements (8 or 16 per super-block; exact), for the
+ *                         weights' mins;
  *   ns  [n_sb][16][nt]    int32: minus the sum of the int8 values of each sub-block (the
  *                         prefill kernels' start value for weights with an offset).
  * With nt == 1 (decode vectors) a slot's 256 values and 8 scales are contiguous. */

@@ -374,23 +374,26 @@ static void test_thousand_connect_cycles_leak_nothing(void **state) {
 static void test_full_kv_pool_gives_resource_exhausted(void **state) {
     (void)state;
     struct daemon d;
-    const char *extra[] = {"--kv-pool-tokens", "64", "--queue-max", "0", NULL};
+    /* The pool is smaller than the context; request 2 holds nearly all of it for 500
+     * tokens (tens of ms even on this tiny model), so request 3, sent right after, meets a
+     * full pool however the client and the daemon are scheduled. */
+    const char *extra[] = {"--kv-pool-tokens", "512", "--ctx", "1024", "--queue-max", "0", NULL};
     daemon_start(&d, extra);
     struct pl_test_client c;
     static struct pl_test_result r;
     assert_int_equal(pl_test_client_connect(d.dir, &c), 0);
     /* More than the whole pool. */
-    assert_int_equal(pl_test_client_generate(&c, 1, NULL, 0, "Once", 200, true, true), 0);
+    assert_int_equal(pl_test_client_generate(&c, 1, NULL, 0, "Once", 600, true, true), 0);
     assert_int_equal(pl_test_client_collect(&c, 1, &r, 5000, NULL, NULL), 0);
     assert_int_equal(r.error_code, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED);
     /* Fill the pool, then one more. */
-    assert_int_equal(pl_test_client_generate(&c, 2, NULL, 0, "Once", 60, false, true), 0);
-    assert_int_equal(pl_test_client_generate(&c, 3, NULL, 0, "Once", 60, false, true), 0);
+    assert_int_equal(pl_test_client_generate(&c, 2, NULL, 0, "Once", 500, false, true), 0);
+    assert_int_equal(pl_test_client_generate(&c, 3, NULL, 0, "Once", 500, false, true), 0);
     assert_int_equal(pl_test_client_collect(&c, 3, &r, 5000, NULL, NULL), 0);
     assert_int_equal(r.error_code, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED);
-    assert_int_equal(pl_test_client_collect(&c, 2, &r, 5000, NULL, NULL), 0);
+    assert_int_equal(pl_test_client_collect(&c, 2, &r, 10000, NULL, NULL), 0);
     assert_int_equal(r.finish, PICOLM__V1__FINISH_REASON__FINISH_REASON_LENGTH);
-    assert_int_equal(r.n_ids, 60);
+    assert_int_equal(r.n_ids, 500);
     pl_test_client_close(&c);
     assert_int_equal(daemon_stop(&d), 0);
 }

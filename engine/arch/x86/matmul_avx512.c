@@ -5,18 +5,17 @@
  * the lanes of the tile's registers are tokens instead - each 64-byte group of the tile
  * holds the same 4 elements of all 16 tokens - so a weight row's 4 bytes of a group are
  * broadcast and multiplied with the group by one vpdpbusd for 16 tokens. Four rows share
- * each activation load; the int32 sum of a sub-block is converted and scaled once per
- * row and 16 tokens, and the results need no horizontal sums. The rows' super-blocks are
- * unpacked into a small stack buffer once per call, for all the tiles of a block. The
+ * each activation load, and the results need no horizontal sums. The rows' super-blocks
+ * are unpacked into a small stack buffer once per call, for all the tiles of a block. The
  * weights' offsets (Q4_0's -8, Q8_0's +128 bias, Q6_K's -32) start each sub-block's integer
- * sum at -offset x the tile's int sums; Q4_K's mins are applied through the tile's float
- * per-sub-block activation sums. Decode (one token) uses the same unpacking with a
- * one-slot layout, two weight rows at a time with software prefetch; the sub-block scales
- * are then applied by one float multiply per super-block. Q4_0/Q8_0 super-blocks are
- * gathered from their 18/34-byte blocks by word permutes (every field sits at an even
- * offset). Compiled with -mavx512{f,bw,vl,vnni}; matmul.c calls it only on CPUs that have
- * them. Integer sums are exact; float rounding differs from the per-row dot products only
- * in the order of additions. */
+ * sum at -offset x the tile's int sums. Per token the float operations are those of the
+ * decode kernels (batch invariance, matmul.h): K-quants scale their sub-block sums by the
+ * integer scales (exact) and take one fused step per super-block, Q4_0/Q8_0 sum their 8
+ * scaled block sums in a fixed tree. Decode (one token) of Q4_0/Q8_0 uses the same unpacking
+ * with a one-slot layout, two weight rows at a time with software prefetch; K-quants decode
+ * through the per-row dot products. Q4_0/Q8_0 super-blocks are gathered from their
+ * 18/34-byte blocks by word permutes (every field sits at an even offset). Compiled with
+ * -mavx512{f,bw,vl,vnni}; matmul.c calls it only on CPUs that have them. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -54,7 +53,7 @@ static void prep_q8_K_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
             pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
         for (uint32_t j = 0; j < 16; j++) {
             const int sum = j < 8 ? b[s].bsums[2 * j] + b[s].bsums[2 * j + 1] : 0;
-            pl_mm_lay_fs(lay, n, nt, s, j)[t] = b[s].d * (float)sum;
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = (float)sum;
             pl_mm_lay_ns(lay, n, nt, s, j)[t] = -sum;
         }
     }
@@ -73,7 +72,7 @@ static void prep_q8_K_16(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
         for (uint32_t j = 0; j < 8; j++)
             pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
         for (uint32_t j = 0; j < 16; j++) {
-            pl_mm_lay_fs(lay, n, nt, s, j)[t] = b[s].d * (float)b[s].bsums[j];
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = (float)b[s].bsums[j];
             pl_mm_lay_ns(lay, n, nt, s, j)[t] = -b[s].bsums[j];
         }
     }
@@ -94,7 +93,7 @@ static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
                 sum += bj->qs[i];
             const float d = pl_fp16_to_f32_inline(bj->d);
             pl_mm_lay_da(lay, n, nt, s, j)[t] = d;
-            pl_mm_lay_fs(lay, n, nt, s, j)[t] = d * (float)sum;
+            pl_mm_lay_fs(lay, n, nt, s, j)[t] = (float)sum;
             pl_mm_lay_ns(lay, n, nt, s, j)[t] = -sum;
         }
         put_groups(lay, n, nt, s, t, q);
@@ -107,15 +106,16 @@ static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
 
 /* ---- Weight unpacking: one super-block of one row ---- */
 
-/* An unpacked super-block: four registers of unsigned bytes in the tile's lane order, the
- * float scale of each lane's sub-block, and per sub-block j (lane j of cmin, 0 past the
- * last sub-block) the coefficient c_j such that the row's result is sum(lanes) -
- * sum_j c_j * fs_j. */
+/* An unpacked super-block: four registers of unsigned bytes in the tile's lane order and
+ * the scales. */
 struct unpacked {
     __m512i w[4];
+    /* Q4_0 / Q8_0: the float block scale of each lane (block j: lanes 2j, 2j + 1), and the 8
+     * block scales. K-quants: lane j the integer scale of sub-block j (bits of an int32). */
     __m512 scale;
-    __m512 cmin;
-    __m256 d8; /* Q4_0 / Q8_0: the 8 block scales */
+    __m256 d8;
+    __m512 mn;      /* Q4_K: lane j the min of sub-block j (an integer), else zero */
+    float d, dmin; /* K-quants: the super-block's scales */
 };
 
 static inline float h2f(uint16_t h) {
@@ -136,15 +136,12 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u
     /* 6-bit scales and mins of the 8 sub-blocks, a byte each. */
     uint64_t sc, mn;
     pl_q4k_scales_mins8(b->scales, &sc, &mn);
-    __m128i s8 = _mm_cvtsi64_si128((long long)sc);
-    s8 = _mm_unpacklo_epi8(s8, s8); /* byte l = scale of sub-block l / 2 */
     const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d |
                                                           (uint32_t)b->dmin << 16)));
-    const float d = _mm_cvtss_f32(dd), dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
-    u->scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)), _mm512_set1_ps(d));
-    u->cmin = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn))),
-        _mm512_set1_ps(dmin));
+    u->d = _mm_cvtss_f32(dd);
+    u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
+    u->scale = _mm512_castsi512_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
+    u->mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
 }
 
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u) {
@@ -166,22 +163,22 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u
                                       m2);
         u->w[k] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
     }
-    const float d = h2f(b->d);
-    __m512 sc = _mm512_cvtepi32_ps(
+    u->d = h2f(b->d);
+    u->dmin = 0.0f;
+    u->scale = _mm512_castsi512_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
-    u->scale = _mm512_mul_ps(sc, _mm512_set1_ps(d));
-    /* 32 * (d * scale) == 32 * d * scale exactly: a power of two. */
-    u->cmin = _mm512_mul_ps(u->scale, _mm512_set1_ps(32.0f));
+    u->mn = _mm512_setzero_ps();
 }
 
 /* Q4_0 and Q8_0: the super-block is 8 blocks; block j feeds lanes 2j, 2j + 1. d8 holds the
  * 8 block scales as fp16 in its low 128 bits. */
-static inline void blocks_scale(__m128i d8h, struct unpacked *u, float bias) {
+static inline void blocks_scale(__m128i d8h, struct unpacked *u) {
     const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     const __m256 d8 = _mm256_cvtph_ps(d8h);
     u->d8 = d8;
     u->scale = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(d8));
-    u->cmin = _mm512_zextps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(bias)));
+    u->mn = _mm512_setzero_ps();
+    u->d = u->dmin = 0.0f;
 }
 
 /* Word indices for _mm512_permutex2var_epi16 over (a, b) where a holds bytes [0, 64) and b
@@ -221,7 +218,7 @@ static inline void unpack_q4_0(const uint8_t *row, int64_t s, struct unpacked *u
     u->w[1] = _mm512_and_si512(hi, m4);                       /* 8..15 */
     u->w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4); /* 16..23 */
     u->w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4); /* 24..31 */
-    blocks_scale(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a0, idx_d, a1)), u, 8.0f);
+    blocks_scale(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a0, idx_d, a1)), u);
 }
 
 /* Four Q8_0 blocks (136 bytes) at p: qs bytes 0..15 of each block lie in (a = [0, 64),
@@ -261,7 +258,7 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
     u->w[1] = _mm512_xor_si512(_mm512_shuffle_i64x2(x01, y01, 0xEE), bias);
     u->w[2] = _mm512_xor_si512(_mm512_shuffle_i64x2(x23, y23, 0x44), bias);
     u->w[3] = _mm512_xor_si512(_mm512_shuffle_i64x2(x23, y23, 0xEE), bias);
-    blocks_scale(_mm_unpacklo_epi64(dx, dy), u, 128.0f);
+    blocks_scale(_mm_unpacklo_epi64(dx, dy), u);
 }
 
 /* ---- The row kernels ---- */
@@ -277,16 +274,23 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
 _Static_assert(PL_MM_ROWS == 4, "the row kernels handle 1 to 4 rows");
 
 struct packed_sb {
-    uint8_t w[256];  /* the four unpacked registers: group g = bytes 4g .. 4g + 3 */
-    float scale[16]; /* of each lane */
-    float cmin[16];  /* of each sub-block */
+    uint8_t w[256]; /* the four unpacked registers: group g = bytes 4g .. 4g + 3 */
+    union {
+        float scale[16]; /* Q4_0 / Q8_0: of each lane */
+        int32_t isc[16]; /* K-quants: of each sub-block */
+    };
+    float mn[8];    /* Q4_K: of each sub-block */
+    float d, dmin;  /* K-quants */
+    float pad[6];
 };
 
 static inline void pack_sb(const struct unpacked *u, struct packed_sb *p) {
     for (int k = 0; k < 4; k++)
         _mm512_store_si512(p->w + 64 * k, u->w[k]);
     _mm512_store_ps(p->scale, u->scale);
-    _mm512_store_ps(p->cmin, u->cmin);
+    _mm256_store_ps(p->mn, _mm512_castps512_ps256(u->mn));
+    p->d = u->d;
+    p->dmin = u->dmin;
 }
 
 /* The 4 weight bytes of group g, to broadcast to every token lane. */
@@ -322,8 +326,11 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
             for (uint32_t r = 0; r < nr; r++)                                                 \
                 part[r] = _mm##W##_setzero_ps();                                              \
             __m##W part2[R_MAX];                                                              \
-            for (uint32_t r = 0; r < nr; r++)                                                 \
+            __m##W##i isum[R_MAX]; /* K-quants: sum_j scale_j x sub-block sum_j, exact */     \
+            for (uint32_t r = 0; r < nr; r++) {                                               \
                 part2[r] = _mm##W##_setzero_ps();                                             \
+                isum[r] = _mm##W##_setzero_si##W();                                           \
+            }                                                                                 \
             /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. Q4_0 / Q8_0      \
              * (block_da) take blocks k and k + 4, k = 0, 2, 1, 3: the batch-invariant tree   \
              * (below). */                                                                    \
@@ -380,24 +387,32 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                                 acc[r], _mm##W##_add_ps(part[r], _mm##W##_add_ps(part2[r], t))); \
                     }                                                                         \
                 }                                                                             \
-                for (uint32_t jj = 0; !block_da && jj < 2; jj++) {                            \
-                    const uint32_t lane = (16 / n_sub) * (jA + jj);                           \
+                for (uint32_t jj = 0; !block_da && jj < 2; jj++)                              \
                     for (uint32_t r = 0; r < nr; r++)                                         \
-                        part[r] = _mm##W##_fmadd_ps(_mm##W##_cvtepi32_ps(p[jj][r]),           \
-                                                    _mm##W##_set1_ps(pk[r * n_sc + c].scale[lane]), \
-                                                    part[r]);                                 \
-                }                                                                             \
+                        isum[r] = _mm##W##_add_epi32(                                         \
+                            isum[r], _mm##W##_mullo_epi32(                                    \
+                                         p[jj][r],                                            \
+                                         _mm##W##_set1_epi32(pk[r * n_sc + c].isc[jA + jj]))); \
             }                                                                                 \
+            /* K-quants, batch-invariant (matmul.h): s = fma(da x d, isum, s), then Q4_K's  \
+             * s = fma(-(da x dmin), sum_j mn_j x (the tokens' sub-block sums), s). */        \
             if (!block_da) {                                                                  \
                 const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));            \
-                for (uint32_t r = 0; r < nr; r++)                                             \
-                    acc[r] = _mm##W##_fmadd_ps(part[r], da, acc[r]);                          \
-            }                                                                                 \
-            for (uint32_t j = 0; !off_shift && j < n_sub; j++) {                              \
-                const __m##W fs = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));            \
-                for (uint32_t r = 0; r < nr; r++)                                             \
-                    acc[r] = _mm##W##_fnmadd_ps(_mm##W##_set1_ps(pk[r * n_sc + c].cmin[j]),   \
-                                                fs, acc[r]);                                  \
+                __m##W fs[8];                                                                 \
+                for (uint32_t j = 0; !off_shift && j < 8; j++)                                \
+                    fs[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));                  \
+                for (uint32_t r = 0; r < nr; r++) {                                           \
+                    const struct packed_sb *b = &pk[r * n_sc + c];                            \
+                    acc[r] = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(b->d)),   \
+                                               _mm##W##_cvtepi32_ps(isum[r]), acc[r]);        \
+                    if (!off_shift) {                                                         \
+                        __m##W ms = _mm##W##_setzero_ps();                                    \
+                        for (uint32_t j = 0; j < 8; j++)                                      \
+                            ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(b->mn[j]), fs[j], ms);    \
+                        acc[r] = _mm##W##_fnmadd_ps(                                          \
+                            _mm##W##_mul_ps(da, _mm##W##_set1_ps(b->dmin)), ms, acc[r]);      \
+                    }                                                                         \
+                }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }
