@@ -608,6 +608,87 @@ static void test_model_prompt_split_gives_same_logits(void **state) {
     pl_model_free(m);
 }
 
+/* Batch invariance on every quantized model (tiled kernels where the CPU has them: AMX or
+ * AVX-512): session 0's next-token logits are bit-identical whether its step holds it alone
+ * (decode kernels) or beside 1..11 other sessions' tokens (2-3: decode kernels per token,
+ * 4+: half or full tiles), and a prompt fed with a 1- or 3-token tail gives the logits of
+ * the prompt fed whole. A scheduler's batching must not change a greedy answer. */
+static void test_model_batch_invariance_every_quant(void **state) {
+    (void)state;
+    static const char *const names[] = {
+        "tiny-llama-spm-Q4_K_M.gguf", "tiny-llama-spm-Q5_K_M.gguf",
+        "tiny-llama-spm-Q3_K_M.gguf", "tiny-llama-spm-Q2_K.gguf",
+        "tiny-llama-spm-tied-Q8_0.gguf", "tiny-llama-gpt2-Q4_0.gguf"};
+    static const uint32_t sizes[] = {2, 3, 4, 5, 8, 12};
+    int bad = 0;
+    for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", g_dir, names[f]);
+        struct pl_model *m = NULL;
+        char err[256];
+        if (pl_model_load(path, NULL, &m, err, sizeof(err)) != 0)
+            fail_msg("%s: %s", path, err);
+        const uint32_t nv = pl_model_hparams(m)->n_vocab;
+        float *want = calloc(nv, sizeof(float)), *got = calloc(nv, sizeof(float));
+        assert_non_null(want);
+        assert_non_null(got);
+        int32_t tok[66];
+        tok[0] = 1;
+        for (int i = 1; i < 66; i++)
+            tok[i] = (int32_t)(100 + (i * 7919) % 30000) % (int32_t)nv;
+        struct pl_ctx_opts co = {.n_ctx = 128, .n_seq = 12, .n_batch = 128, .kv_type = PL_KV_F16};
+        /* the prompt: whole, then with a 1- and a 3-token tail */
+        static const uint32_t whole[] = {66, 0}, tail1[] = {65, 1, 0}, tail3[] = {63, 3, 0};
+        const uint32_t *const prompts[] = {tail1, tail3};
+        struct pl_ctx *c = NULL;
+        assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+        feed_split(c, tok, 66, whole, want);
+        pl_ctx_free(c);
+        for (size_t k = 0; k < 2; k++) {
+            assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+            feed_split(c, tok, 66, prompts[k], got);
+            if (memcmp(got, want, (size_t)nv * sizeof(float)) != 0) {
+                print_message("%s: prompt split %zu changes the logits\n", names[f], k);
+                bad++;
+            }
+            pl_ctx_free(c);
+        }
+        /* the next step: session 0 alone, then beside other sessions' first tokens */
+        int32_t st[12], sp[12], ss[12];
+        bool sl[12];
+        for (int i = 0; i < 12; i++) {
+            st[i] = (int32_t)((200 + 37 * i) % (int32_t)nv);
+            sp[i] = i == 0 ? 66 : 0;
+            ss[i] = i;
+            sl[i] = i == 0;
+        }
+        assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+        feed_split(c, tok, 66, whole, got);
+        struct pl_batch b1 = {.n = 1, .token = st, .pos = sp, .seq = ss, .logits = sl};
+        assert_int_equal(pl_ctx_decode(c, &b1, want), 0);
+        pl_ctx_free(c);
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+            feed_split(c, tok, 66, whole, got);
+            struct pl_batch b = {.n = sizes[z], .token = st, .pos = sp, .seq = ss, .logits = sl};
+            assert_int_equal(pl_ctx_decode(c, &b, got), 0);
+            if (memcmp(got, want, (size_t)nv * sizeof(float)) != 0) {
+                double md = 0;
+                for (uint32_t i = 0; i < nv; i++)
+                    md = fmax(md, fabs((double)got[i] - want[i]));
+                print_message("%s: a step of %u tokens changes session 0's logits (max %g)\n",
+                              names[f], sizes[z], md);
+                bad++;
+            }
+            pl_ctx_free(c);
+        }
+        free(want);
+        free(got);
+        pl_model_free(m);
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
     const char *data = getenv("PICOLM_TEST_DATA");
     char path[4200];
@@ -634,6 +715,7 @@ int main(void) {
         cmocka_unit_test(test_model_every_shared_model_loads_and_runs),
         cmocka_unit_test(test_model_place_weights_keeps_results),
         cmocka_unit_test(test_model_prompt_split_gives_same_logits),
+        cmocka_unit_test(test_model_batch_invariance_every_quant),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     free(g_img);
