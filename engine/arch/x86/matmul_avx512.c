@@ -485,9 +485,8 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
  * m_j = sum_j x (da_j x dw_j), summed as (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and
  * added to the row's sum: the float operations rows() does per token. */
 #define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes)                                    \
-    static inline __attribute__((always_inline)) float name##_sb(                             \
-        const uint8_t *row, uint8_t *v, int64_t n, int64_t s,                                 \
-                                  size_t ahead, float acc) {                                  \
+    static inline __attribute__((always_inline)) __m256 name##_sb(                            \
+        const uint8_t *row, uint8_t *v, int64_t n, int64_t s, size_t ahead) {                 \
         struct unpacked u;                                                                    \
         const char *pf = (const char *)row + (size_t)s * (sb_bytes) + ahead;                  \
         for (size_t o = 0; o < (sb_bytes); o += 64)                                           \
@@ -504,12 +503,8 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)              \
                                                      pl_mm_lay_ns(v, n, 1, s, 0)),            \
                               (off_shift)));                                                  \
-        const __m256 m = _mm256_mul_ps(                                                       \
-            _mm256_cvtepi32_ps(isum),                                                         \
-            _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)), u.d8));               \
-        const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));   \
-        const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                                 \
-        return acc + _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                      \
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),                                        \
+                             _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)), u.d8)); \
     }                                                                                         \
     static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
                      const uint8_t *vec, float *out) {                                       \
@@ -518,19 +513,29 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         uint32_t r = 0;                                                                       \
         for (; r + 2 <= n_rows; r += 2) {                                                     \
             const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
-            float a0 = 0.0f, a1 = 0.0f;                                                       \
+            /* the two rows' trees side by side: row 0 in lane 0, row 1 in lane 8 */          \
+            __m512 acc = _mm512_setzero_ps();                                                 \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
-                a0 = name##_sb(r0, v, n, s, 2 * row_bytes, a0);                               \
-                a1 = name##_sb(r1, v, n, s, 2 * row_bytes, a1);                               \
+                const __m512 m = _mm512_castpd_ps(_mm512_insertf64x4(                         \
+                    _mm512_castps_pd(_mm512_castps256_ps512(                                  \
+                        name##_sb(r0, v, n, s, 2 * row_bytes))),                              \
+                    _mm256_castps_pd(name##_sb(r1, v, n, s, 2 * row_bytes)), 1));             \
+                const __m512 t = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, 0xB1));          \
+                const __m512 uu = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));               \
+                acc = _mm512_add_ps(acc, _mm512_add_ps(uu, _mm512_permute_ps(uu, 0xB1)));     \
             }                                                                                 \
-            out[r] = a0;                                                                      \
-            out[r + 1] = a1;                                                                  \
+            out[r] = _mm512_cvtss_f32(acc);                                                   \
+            out[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc, 2));                       \
         }                                                                                     \
         for (; r < n_rows; r++) {                                                             \
             const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
             float a0 = 0.0f;                                                                  \
-            for (int64_t s = 0; s < n_sb; s++)                                                \
-                a0 = name##_sb(r0, v, n, s, row_bytes, a0);                                   \
+            for (int64_t s = 0; s < n_sb; s++) {                                              \
+                const __m256 m = name##_sb(r0, v, n, s, row_bytes);                           \
+                const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1)); \
+                const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                         \
+                a0 += _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                     \
+            }                                                                                 \
             out[r] = a0;                                                                      \
         }                                                                                     \
     }

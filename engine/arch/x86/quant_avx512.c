@@ -435,36 +435,97 @@ static inline int32_t hsum_epi32x4(__m128i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1))));
 }
 
+/* The integer totals of four super-blocks at once, as floats: f[k] = sum of acc[k]'s 16
+ * lanes, f[4 + k] = sum of pm[k]'s 8 lanes (one reduction tree for all eight: a quarter of
+ * the shuffles of one reduction per super-block). */
+static inline void reduce4_kq(const __m512i acc[4], const __m256i pm[4], float f[8]) {
+    const __m512i a01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
+                                         _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
+    const __m512i a23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
+                                         _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
+    __m512i ta = _mm512_add_epi32(_mm512_shuffle_i64x2(a01, a23, 0x88),
+                                  _mm512_shuffle_i64x2(a01, a23, 0xDD));
+    const __m512i p01 = _mm512_inserti64x4(_mm512_castsi256_si512(pm[0]), pm[1], 1);
+    const __m512i p23 = _mm512_inserti64x4(_mm512_castsi256_si512(pm[2]), pm[3], 1);
+    __m512i tp = _mm512_add_epi32(_mm512_shuffle_i64x2(p01, p23, 0x88),
+                                  _mm512_shuffle_i64x2(p01, p23, 0xDD));
+    /* 128-bit chunk k of ta (tp): super-block k's 4 partial sums */
+    ta = _mm512_add_epi32(ta, _mm512_shuffle_epi32(ta, _MM_PERM_BADC));
+    ta = _mm512_add_epi32(ta, _mm512_shuffle_epi32(ta, _MM_PERM_CDAB));
+    tp = _mm512_add_epi32(tp, _mm512_shuffle_epi32(tp, _MM_PERM_BADC));
+    tp = _mm512_add_epi32(tp, _mm512_shuffle_epi32(tp, _MM_PERM_CDAB));
+    const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
+    _mm256_storeu_ps(f, _mm512_castps512_ps256(
+                            _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(ta, idx, tp))));
+}
+
+/* kq_step for four super-blocks: s[2k], s[2k + 1] = [d x da, dmin x da] of super-block k,
+ * f from reduce4_kq. */
+static inline float kq_step4(float sum, const float s[8], const float f[8]) {
+    for (int k = 0; k < 4; k++) {
+        sum = fmaf(s[2 * k], f[k], sum);
+        sum = fmaf(-s[2 * k + 1], f[4 + k], sum);
+    }
+    return sum;
+}
+
 /* Q4_K: the integer sums of a super-block (scales x quants . activations, and mins x
  * activation sums) are exact; they become floats in the batch-invariant order of the tile
  * kernels (kq_step, matmul.h), so a token's result does not depend on its batch. */
 static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q4_K *a = w;
     const struct pl_block_q8_K *b = x;
+    const int64_t nb = n / PL_QK_K;
     float sum = 0.0f;
     assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        pf(&a[i], 3);
-        __m256i sm = q4k_scales16(a[i].scales);
-        __m512i sc16 = _mm512_castsi256_si512(sm);
-        /* mins times the 32-element activation sums: bsums pairs by hadd */
-        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));
-        __m128i pm = _mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1));
-        /* two independent chains: the groups' multiply-adds overlap */
-        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g += 2) {
-            __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);
-            __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g + 1]), sc16);
-            acc0 = dot_scaled(acc0, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g), sc0);
-            acc1 = dot_scaled(acc1, q4k_group(a[i].qs + 32 * g + 32), load512(b[i].qs + 64 * g + 64),
-                              sc1);
+    /* one super-block: its sums (acc: scales x quants . activations in 16 lanes, pm: mins x
+     * activation sums in 4) and [d, dmin] x the activation scale */
+#define Q4K_SB(i, ret_acc, ret_pm, ret_dd)                                                   \
+    do {                                                                                      \
+        pf(&a[i], 3);                                                                         \
+        __m256i sm = q4k_scales16(a[i].scales);                                               \
+        __m512i sc16 = _mm512_castsi256_si512(sm);                                            \
+        /* mins times the 32-element activation sums: bsums pairs by hadd */                  \
+        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));            \
+        (ret_pm) = _mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1));                       \
+        /* two independent chains: the groups' multiply-adds overlap */                       \
+        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();                 \
+        for (int g = 0; g < 4; g += 2) {                                                      \
+            __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);     \
+            __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g + 1]), sc16); \
+            acc0 = dot_scaled(acc0, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g),   \
+                              sc0);                                                           \
+            acc1 = dot_scaled(acc1, q4k_group(a[i].qs + 32 * g + 32),                         \
+                              load512(b[i].qs + 64 * g + 64), sc1);                           \
+        }                                                                                     \
+        (ret_acc) = _mm512_add_epi32(acc0, acc1);                                             \
+        (ret_dd) = _mm_mul_ps(                                                                \
+            _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),         \
+            _mm_set1_ps(b[i].d));                                                             \
+    } while (0)
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i acc[4];
+        __m256i pm[4];
+        float sc[8], f[8];
+        for (int k = 0; k < 4; k++) {
+            __m128i p4;
+            __m128 dd;
+            Q4K_SB(i + k, acc[k], p4, dd);
+            pm[k] = _mm256_zextsi128_si256(p4);
+            _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);
         }
-        __m512i acc = _mm512_add_epi32(acc0, acc1);
-        /* [d, dmin] of the block times the activation scale */
-        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
-                               _mm_set1_ps(b[i].d));
-        sum = kq_step(sum, dd, _mm512_reduce_add_epi32(acc), hsum_epi32x4(pm));
+        reduce4_kq(acc, pm, f);
+        sum = kq_step4(sum, sc, f);
     }
+    for (; i < nb; i++) {
+        __m512i acc;
+        __m128i p4;
+        __m128 dd;
+        Q4K_SB(i, acc, p4, dd);
+        sum = kq_step(sum, dd, _mm512_reduce_add_epi32(acc), hsum_epi32x4(p4));
+    }
+#undef Q4K_SB
     return sum;
 }
 
@@ -528,41 +589,68 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     const __mmask64 even = 0x5555555555555555ull;
     float sum = 0.0f;
     assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        pf(&a[i], 3);
-        __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));
-        const uint8_t *q = a[i].qs;
-        const int8_t *y = b[i].qs;
-        /* two independent chains of multiply-adds */
-        __m512i acc0 = _mm512_dpwssd_epi32(
-            _mm512_setzero_si512(),
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0), load512(y)),
-            _mm512_maskz_permutexvar_epi8(even, sci0, v));
-        __m512i acc1 = _mm512_dpwssd_epi32(
-            _mm512_setzero_si512(),
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0),
-                                 load512(y + 64)),
-            _mm512_maskz_permutexvar_epi8(even, sci1, v));
-        acc0 = _mm512_dpwssd_epi32(
-            acc0,
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0),
-                                 load512(y + 128)),
-            _mm512_maskz_permutexvar_epi8(even, sci2, v));
-        acc1 = _mm512_dpwssd_epi32(
-            acc1,
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0),
-                                 load512(y + 192)),
-            _mm512_maskz_permutexvar_epi8(even, sci3, v));
-        /* mins times the 16-element activation sums (each min covers two) */
-        __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi, _mm512_castsi512_si256(v));
-        __m256i pm = _mm256_madd_epi16(load256(b[i].bsums), m16);
-        /* [d, dmin] of the block times the activation scale */
-        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),
-                               _mm_set1_ps(b[i].d));
+    const int64_t nb = n / PL_QK_K;
+    /* one super-block: its sums (acc: scales x quants . activations in 16 lanes, pm: mins x
+     * activation sums in 8) and [d, dmin] x the activation scale */
+#define Q4K_GV_SB(i, ret_acc, ret_pm, ret_dd)                                                \
+    do {                                                                                      \
+        pf(&a[i], 3);                                                                         \
+        __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));                   \
+        const uint8_t *q = a[i].qs;                                                           \
+        const int8_t *y = b[i].qs;                                                            \
+        /* two independent chains of multiply-adds */                                         \
+        __m512i acc0 = _mm512_dpwssd_epi32(                                                   \
+            _mm512_setzero_si512(),                                                           \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0),          \
+                                 load512(y)),                                                 \
+            _mm512_maskz_permutexvar_epi8(even, sci0, v));                                    \
+        __m512i acc1 = _mm512_dpwssd_epi32(                                                   \
+            _mm512_setzero_si512(),                                                           \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0),     \
+                                 load512(y + 64)),                                            \
+            _mm512_maskz_permutexvar_epi8(even, sci1, v));                                    \
+        acc0 = _mm512_dpwssd_epi32(                                                           \
+            acc0,                                                                             \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0),     \
+                                 load512(y + 128)),                                           \
+            _mm512_maskz_permutexvar_epi8(even, sci2, v));                                    \
+        acc1 = _mm512_dpwssd_epi32(                                                           \
+            acc1,                                                                             \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0),     \
+                                 load512(y + 192)),                                           \
+            _mm512_maskz_permutexvar_epi8(even, sci3, v));                                    \
+        /* mins times the 16-element activation sums (each min covers two) */                 \
+        __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi,                      \
+                                                    _mm512_castsi512_si256(v));               \
+        (ret_pm) = _mm256_madd_epi16(load256(b[i].bsums), m16);                               \
+        (ret_acc) = _mm512_add_epi32(acc0, acc1);                                             \
+        (ret_dd) = _mm_mul_ps(                                                                \
+            _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),         \
+            _mm_set1_ps(b[i].d));                                                             \
+    } while (0)
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i acc[4];
+        __m256i pm[4];
+        float sc[8], f[8];
+        for (int k = 0; k < 4; k++) {
+            __m128 dd;
+            Q4K_GV_SB(i + k, acc[k], pm[k], dd);
+            _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);
+        }
+        reduce4_kq(acc, pm, f);
+        sum = kq_step4(sum, sc, f);
+    }
+    for (; i < nb; i++) {
+        __m512i acc;
+        __m256i pm;
+        __m128 dd;
         int32_t isum, msum;
-        hsum2_epi32(_mm512_add_epi32(acc0, acc1), pm, &isum, &msum);
+        Q4K_GV_SB(i, acc, pm, dd);
+        hsum2_epi32(acc, pm, &isum, &msum);
         sum = kq_step(sum, dd, isum, msum);
     }
+#undef Q4K_GV_SB
     return sum;
 }
 
