@@ -40,8 +40,22 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The daemon of the running test: a failed assertion jumps out of the test before its
+ * daemon_stop, and a daemon left running would hold the test's output pipe open (ctest then
+ * waits for its timeout). The next daemon_start, and main at the end, reap it. */
+static pid_t g_live;
+
+static void reap_leftover(void) {
+    if (g_live > 0) {
+        kill(g_live, SIGKILL);
+        (void)waitpid(g_live, NULL, 0);
+    }
+    g_live = 0;
+}
+
 static void daemon_start(struct daemon *d, const char *const *extra) {
     const char *args[40];
+    reap_leftover();
     int n = 0;
     strcpy(d->dir, "/tmp/picolmd-test.XXXXXX");
     assert_non_null(mkdtemp(d->dir));
@@ -64,6 +78,7 @@ static void daemon_start(struct daemon *d, const char *const *extra) {
         execv(args[0], (char *const *)args);
         _exit(127);
     }
+    g_live = d->pid;
     for (int i = 0; i < 500; i++) {
         Picolm__Admin__V1__AdminResponse *resp = NULL;
         if (pl_test_admin_status(d->dir, &resp) == 0) {
@@ -79,6 +94,7 @@ static int daemon_stop(struct daemon *d) {
     int st = 0;
     kill(d->pid, SIGTERM);
     assert_int_equal(waitpid(d->pid, &st, 0), d->pid);
+    g_live = 0;
     char p[128];
     snprintf(p, sizeof(p), "%s/picolm.sock", d->dir);
     unlink(p);
@@ -445,6 +461,7 @@ static void test_sigterm_drains_then_exits_zero(void **state) {
     assert_int_equal(r.n_ids, 150);
     int st;
     assert_int_equal(waitpid(d.pid, &st, 0), d.pid);
+    g_live = 0;
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
     pl_test_client_close(&c);
@@ -533,5 +550,7 @@ int main(void) {
         cmocka_unit_test(test_sigterm_drains_then_exits_zero),
         cmocka_unit_test(test_residency_matches_smaps),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    reap_leftover();
+    return r;
 }
