@@ -409,12 +409,18 @@ static inline __m512i q4k_group(const uint8_t *qs) {
     return _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
 }
 
-/* The batch-invariant float step of a K-quant super-block (matmul.h): dd = [d x da,
- * dmin x da]; isum, msum the exact integer sums. The tile kernels do the same two fused
- * operations per token, in the same order. */
-static inline float kq_step(float sum, __m128 dd, int32_t isum, int32_t msum) {
-    sum = fmaf(_mm_cvtss_f32(dd), (float)isum, sum);
-    return fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(dd)), (float)msum, sum);
+/* The batch-invariant float step of a K-quant super-block (matmul.h): s0 = d x da,
+ * s1 = dmin x da; fi, fm the exact integer sums as floats. The tile kernels do the same two
+ * fused operations per token, in the same order. */
+static inline float kq_step(float sum, float s0, float s1, float fi, float fm) {
+    sum = fmaf(s0, fi, sum);
+    return fmaf(-s1, fm, sum);
+}
+
+/* [d, dmin] of a Q4_K block times the activation scale da. */
+static inline __m128 q4k_dd(const struct pl_block_q4_K *a, float da) {
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a->d))),
+                      _mm_set1_ps(da));
 }
 
 /* The totals of acc's 16 lanes and of pm's 8, reduced side by side in one register. */
@@ -428,11 +434,6 @@ static inline void hsum2_epi32(__m512i acc, __m256i pm, int32_t *ret_a, int32_t 
     z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB));
     *ret_a = _mm_cvtsi128_si32(_mm512_castsi512_si128(z));
     *ret_m = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(z, 2));
-}
-
-static inline int32_t hsum_epi32x4(__m128i v) {
-    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1))));
 }
 
 /* The integer totals of four super-blocks at once, as floats: f[k] = sum of acc[k]'s 16
@@ -459,15 +460,37 @@ static inline void reduce4_kq(const __m512i acc[4], const __m256i pm[4], float f
                             _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(ta, idx, tp))));
 }
 
-/* kq_step for four super-blocks: s[2k], s[2k + 1] = [d x da, dmin x da] of super-block k,
- * f from reduce4_kq. */
-static inline float kq_step4(float sum, const float s[8], const float f[8]) {
-    for (int k = 0; k < 4; k++) {
-        sum = fmaf(s[2 * k], f[k], sum);
-        sum = fmaf(-s[2 * k + 1], f[4 + k], sum);
-    }
-    return sum;
-}
+/* The super-block loop of the Q4_K row kernels: SB(i, acc, pm, dd) computes super-block
+ * i's sums (acc: scales x quants . activations in 16 lanes, pm: mins x activation sums in 8)
+ * and dd = q4k_dd(); groups of four share one reduction tree, the rest go one at a time;
+ * each takes kq_step in order. Uses a, nb and sum of the kernel. */
+#define Q4K_ROW_LOOP(SB)                                                                      \
+    do {                                                                                      \
+        int64_t i = 0;                                                                        \
+        for (; i + 4 <= nb; i += 4) {                                                         \
+            __m512i acc[4];                                                                   \
+            __m256i pm[4];                                                                    \
+            float sc[8], f[8];                                                                \
+            for (int k = 0; k < 4; k++) {                                                     \
+                __m128 dd;                                                                    \
+                SB(i + k, acc[k], pm[k], dd);                                                 \
+                _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);                             \
+            }                                                                                 \
+            reduce4_kq(acc, pm, f);                                                           \
+            for (int k = 0; k < 4; k++)                                                       \
+                sum = kq_step(sum, sc[2 * k], sc[2 * k + 1], f[k], f[4 + k]);                 \
+        }                                                                                     \
+        for (; i < nb; i++) {                                                                 \
+            __m512i acc;                                                                      \
+            __m256i pm;                                                                       \
+            __m128 dd;                                                                        \
+            int32_t isum, msum;                                                               \
+            SB(i, acc, pm, dd);                                                               \
+            hsum2_epi32(acc, pm, &isum, &msum);                                               \
+            sum = kq_step(sum, _mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)),         \
+                          (float)isum, (float)msum);                                          \
+        }                                                                                     \
+    } while (0)
 
 /* Q4_K: the integer sums of a super-block (scales x quants . activations, and mins x
  * activation sums) are exact; they become floats in the batch-invariant order of the tile
@@ -478,8 +501,7 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
     const int64_t nb = n / PL_QK_K;
     float sum = 0.0f;
     assert(n % PL_QK_K == 0);
-    /* one super-block: its sums (acc: scales x quants . activations in 16 lanes, pm: mins x
-     * activation sums in 4) and [d, dmin] x the activation scale */
+    /* one super-block for Q4K_ROW_LOOP (pm: 4 lanes, zero-extended) */
 #define Q4K_SB(i, ret_acc, ret_pm, ret_dd)                                                   \
     do {                                                                                      \
         pf(&a[i], 3);                                                                         \
@@ -487,7 +509,7 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
         __m512i sc16 = _mm512_castsi256_si512(sm);                                            \
         /* mins times the 32-element activation sums: bsums pairs by hadd */                  \
         __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));            \
-        (ret_pm) = _mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1));                       \
+        (ret_pm) = _mm256_zextsi128_si256(_mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1))); \
         /* two independent chains: the groups' multiply-adds overlap */                       \
         __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();                 \
         for (int g = 0; g < 4; g += 2) {                                                      \
@@ -499,32 +521,9 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
                               load512(b[i].qs + 64 * g + 64), sc1);                           \
         }                                                                                     \
         (ret_acc) = _mm512_add_epi32(acc0, acc1);                                             \
-        (ret_dd) = _mm_mul_ps(                                                                \
-            _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),         \
-            _mm_set1_ps(b[i].d));                                                             \
+        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                     \
     } while (0)
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i acc[4];
-        __m256i pm[4];
-        float sc[8], f[8];
-        for (int k = 0; k < 4; k++) {
-            __m128i p4;
-            __m128 dd;
-            Q4K_SB(i + k, acc[k], p4, dd);
-            pm[k] = _mm256_zextsi128_si256(p4);
-            _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);
-        }
-        reduce4_kq(acc, pm, f);
-        sum = kq_step4(sum, sc, f);
-    }
-    for (; i < nb; i++) {
-        __m512i acc;
-        __m128i p4;
-        __m128 dd;
-        Q4K_SB(i, acc, p4, dd);
-        sum = kq_step(sum, dd, _mm512_reduce_add_epi32(acc), hsum_epi32x4(p4));
-    }
+    Q4K_ROW_LOOP(Q4K_SB);
 #undef Q4K_SB
     return sum;
 }
@@ -590,8 +589,7 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     float sum = 0.0f;
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
-    /* one super-block: its sums (acc: scales x quants . activations in 16 lanes, pm: mins x
-     * activation sums in 8) and [d, dmin] x the activation scale */
+    /* one super-block for Q4K_ROW_LOOP */
 #define Q4K_GV_SB(i, ret_acc, ret_pm, ret_dd)                                                \
     do {                                                                                      \
         pf(&a[i], 3);                                                                         \
@@ -624,32 +622,9 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
                                                     _mm512_castsi512_si256(v));               \
         (ret_pm) = _mm256_madd_epi16(load256(b[i].bsums), m16);                               \
         (ret_acc) = _mm512_add_epi32(acc0, acc1);                                             \
-        (ret_dd) = _mm_mul_ps(                                                                \
-            _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a[i].d))),         \
-            _mm_set1_ps(b[i].d));                                                             \
+        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                     \
     } while (0)
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i acc[4];
-        __m256i pm[4];
-        float sc[8], f[8];
-        for (int k = 0; k < 4; k++) {
-            __m128 dd;
-            Q4K_GV_SB(i + k, acc[k], pm[k], dd);
-            _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);
-        }
-        reduce4_kq(acc, pm, f);
-        sum = kq_step4(sum, sc, f);
-    }
-    for (; i < nb; i++) {
-        __m512i acc;
-        __m256i pm;
-        __m128 dd;
-        int32_t isum, msum;
-        Q4K_GV_SB(i, acc, pm, dd);
-        hsum2_epi32(acc, pm, &isum, &msum);
-        sum = kq_step(sum, dd, isum, msum);
-    }
+    Q4K_ROW_LOOP(Q4K_GV_SB);
 #undef Q4K_GV_SB
     return sum;
 }
