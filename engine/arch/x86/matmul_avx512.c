@@ -110,10 +110,9 @@ static void prep_q8_0_32(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, u
  * the scales. */
 struct unpacked {
     __m512i w[4];
-    /* Q4_0 / Q8_0: the float block scale of each lane (block j: lanes 2j, 2j + 1), and the 8
-     * block scales. K-quants: lane j the integer scale of sub-block j (bits of an int32). */
+    /* Q4_0 / Q8_0: lane j the float scale of block j (lanes 8..15 zero); K-quants: lane j
+     * the integer scale of sub-block j (bits of an int32). */
     __m512 scale;
-    __m256 d8;
     __m512 mn;      /* Q4_K: lane j the min of sub-block j (an integer), else zero */
     float d, dmin; /* K-quants: the super-block's scales */
 };
@@ -170,13 +169,10 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u
     u->mn = _mm512_setzero_ps();
 }
 
-/* Q4_0 and Q8_0: the super-block is 8 blocks; block j feeds lanes 2j, 2j + 1. d8 holds the
- * 8 block scales as fp16 in its low 128 bits. */
+/* Q4_0 and Q8_0: the super-block is 8 blocks; block j feeds lanes 2j, 2j + 1. d8h holds
+ * the 8 block scales as fp16 in its low 128 bits. */
 static inline void blocks_scale(__m128i d8h, struct unpacked *u) {
-    const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m256 d8 = _mm256_cvtph_ps(d8h);
-    u->d8 = d8;
-    u->scale = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(d8));
+    u->scale = _mm512_zextps256_ps512(_mm256_cvtph_ps(d8h));
     u->mn = _mm512_setzero_ps();
     u->d = u->dmin = 0.0f;
 }
@@ -274,14 +270,13 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
 _Static_assert(PL_MM_ROWS == 4, "the row kernels handle 1 to 4 rows");
 
 struct packed_sb {
-    uint8_t w[256]; /* the four unpacked registers: group g = bytes 4g .. 4g + 3 */
+    _Alignas(64) uint8_t w[256]; /* the four unpacked registers: group g = bytes 4g .. 4g + 3 */
     union {
-        float scale[16]; /* Q4_0 / Q8_0: of each lane */
+        float scale[16]; /* Q4_0 / Q8_0: of each block */
         int32_t isc[16]; /* K-quants: of each sub-block */
     };
-    float mn[8];    /* Q4_K: of each sub-block */
-    float d, dmin;  /* K-quants */
-    float pad[6];
+    float mn[8];   /* Q4_K: of each sub-block */
+    float d, dmin; /* K-quants */
 };
 
 static inline void pack_sb(const struct unpacked *u, struct packed_sb *p) {
@@ -372,10 +367,10 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                         const __m##W t = _mm##W##_add_ps(                                     \
                             _mm##W##_mul_ps(_mm##W##_cvtepi32_ps(p[0][r]),                    \
                                             _mm##W##_mul_ps(daA, _mm##W##_set1_ps(            \
-                                                pk[r * n_sc + c].scale[2 * jA]))),            \
+                                                pk[r * n_sc + c].scale[jA]))),                \
                             _mm##W##_mul_ps(_mm##W##_cvtepi32_ps(p[1][r]),                    \
                                             _mm##W##_mul_ps(daB, _mm##W##_set1_ps(            \
-                                                pk[r * n_sc + c].scale[2 * jB]))));           \
+                                                pk[r * n_sc + c].scale[jB]))));               \
                         if (q2 == 0)                                                          \
                             part[r] = t;                                                      \
                         else if (q2 == 1)                                                     \
@@ -504,7 +499,8 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
                                                      pl_mm_lay_ns(v, n, 1, s, 0)),            \
                               (off_shift)));                                                  \
         return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),                                        \
-                             _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)), u.d8)); \
+                             _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)),      \
+                                           _mm512_castps512_ps256(u.scale)));                 \
     }                                                                                         \
     static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
                      const uint8_t *vec, float *out) {                                       \
@@ -532,7 +528,8 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             float a0 = 0.0f;                                                                  \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 const __m256 m = name##_sb(r0, v, n, s, row_bytes);                           \
-                const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1)); \
+                const __m128 t =                                                              \
+                    _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));       \
                 const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                         \
                 a0 += _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                     \
             }                                                                                 \
