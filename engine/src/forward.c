@@ -41,18 +41,23 @@ _Static_assert(PL_MM_MIN_TILED_TOK == PL_CTX_BATCHED_MIN, "engine_model.h promis
 #define MM_PER_LAYER 7u
 #define MM_EXTRA 1u
 
-/* Work shares of one matrix product: threads claim chunks of rows from a counter, so a
- * thread the OS slowed down takes fewer and all finish together (a static split waits for
- * the slowest). Aim for this many chunks per thread, of at least ROWS_MIN rows: few and
- * long, because each chunk is a weight stream the prefetchers must pick up again (TinyLlama
- * Q4_K_M, 2 threads, quiet machine: 8 chunks 82% of the read bandwidth, 2 chunks 86%). */
-#define CHUNKS_PER_THREAD 2u
+/* Work shares of one matrix product: the rows are split evenly into one segment per
+ * thread, in units of ROWS_MIN rows. A thread walks its own segment from the front in
+ * chunks of about GRAIN_BYTES of weights - one unbroken weight stream, as a static split -
+ * and, when its segment is done, takes chunks from the back of the others' segments, so a
+ * thread the OS or the memory system slowed down gets help and all finish within a chunk of
+ * each other (a static split waits for the slowest, whole-segment stealing for the last big
+ * chunk). Each segment's state is one 64-bit word on its own cache line: the run generation
+ * (high half; a word of an older run reads as untouched, so nothing is cleared per run) and
+ * the units taken from the front and from the back. */
 #define ROWS_MIN 16u
+#define GRAIN_BYTES ((uint64_t)64 << 10)
 #define DYNAMIC_MIN_BYTES ((uint64_t)256 << 10) /* smaller matrices: a static split */
+#define SEG_UNITS_MAX 0xFFFFu                   /* units per segment in a 16-bit count */
 
 struct mm_counter {
-    _Atomic uint32_t next; /* next chunk to hand out */
-    uint8_t pad[60];       /* one cache line each: the counters are hot */
+    _Atomic uint64_t w; /* gen << 32 | back << 16 | front */
+    uint8_t pad[56];    /* one cache line each: the owner's claims stay in its cache */
 };
 
 struct pl_ctx {
@@ -65,8 +70,9 @@ struct pl_ctx {
     float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
     struct pl_attn attn;          /* attention shapes, kernels, per-thread scratch */
-    struct mm_counter *mm;        /* [n_mm] chunk counters, zeroed before each run */
+    struct mm_counter *mm;        /* [n_mm][n_threads] segment words (see ROWS_MIN) */
     uint32_t n_mm;
+    uint32_t gen;                 /* run generation, stamped in the segment words */
 
     /* Scratch, [n_chunk][...] row-major. */
     float *x;        /* [n_chunk][n_embd] residual stream */
@@ -233,33 +239,72 @@ static bool same_act(const struct pl_weight *a, const struct pl_weight *b) {
 }
 
 /* Rows [0, n_rows) of product number *mm_k of this run (every thread numbers the products
- * alike), handed out in chunks; one thread takes all of them without atomics. */
+ * alike), handed out in chunks (see ROWS_MIN); one thread, or a small matrix, takes a
+ * static share without atomics. */
 struct mm_share {
-    _Atomic uint32_t *next; /* NULL: the static share [lo, hi) */
-    uint32_t n_rows, rows, lo, hi;
+    struct mm_counter *seg; /* NULL: the static share [lo, hi) */
+    uint32_t n_rows, nth, ith, gen;
+    uint32_t n_units, grain; /* units of ROWS_MIN rows; units per claim */
+    uint32_t d;              /* segment (ith + d) % nth is claimed from: own first */
+    uint32_t lo, hi;
     bool done;
 };
 
 static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_t row_bytes,
                         uint32_t ith, uint32_t nth, struct mm_share *ret) {
     uint32_t k = (*mm_k)++;
-    uint32_t want = nth * CHUNKS_PER_THREAD;
-    *ret = (struct mm_share){.next = NULL, .n_rows = n_rows, .rows = n_rows, .lo = 0,
+    const uint32_t n_units = (n_rows + ROWS_MIN - 1) / ROWS_MIN;
+    *ret = (struct mm_share){.seg = NULL, .n_rows = n_rows, .nth = nth, .ith = ith,
+                             .gen = c->gen, .n_units = n_units, .d = 0, .lo = 0,
                              .hi = n_rows, .done = false};
     if (nth == 1 || k >= c->n_mm)
         return; /* alone (or past the counters, impossible by construction): all rows */
-    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES) {
-        /* Small matrices (tiny models): the counter's cache line bouncing between cores
-         * costs more than any imbalance. */
+    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES ||
+        n_units / nth + 1 > SEG_UNITS_MAX) {
+        /* Small matrices (tiny models): the cache lines bouncing between cores cost more
+         * than any imbalance. (Segments too long for the word: never for real vocabularies
+         * with a thread or more per 1M rows.) */
         split(n_rows, ith, nth, &ret->lo, &ret->hi);
         return;
     }
-    ret->next = &c->mm[k].next;
-    ret->rows = PL_ALIGN_UP(PL_MAX((n_rows + want - 1) / want, ROWS_MIN), ROWS_MIN);
+    ret->seg = c->mm + (size_t)k * c->n_threads;
+    const uint64_t unit_bytes = (uint64_t)row_bytes * ROWS_MIN;
+    ret->grain = (uint32_t)PL_MAX((GRAIN_BYTES + unit_bytes - 1) / unit_bytes, 1);
+}
+
+/* Claim up to grain units of segment i: from the front (own segment) or the back. */
+static bool seg_claim(const struct mm_share *sh, uint32_t i, bool front, uint32_t *ret_lo,
+                      uint32_t *ret_hi) {
+    uint32_t u_lo, u_hi;
+    split(sh->n_units, i, sh->nth, &u_lo, &u_hi);
+    const uint32_t len = u_hi - u_lo;
+    _Atomic uint64_t *w = &sh->seg[i].w;
+    uint64_t old = atomic_load_explicit(w, memory_order_relaxed), nw;
+    uint32_t f, b, t;
+    do {
+        f = 0;
+        b = 0;
+        if ((uint32_t)(old >> 32) == sh->gen) {
+            f = (uint32_t)(old & 0xFFFFu);
+            b = (uint32_t)((old >> 16) & 0xFFFFu);
+        }
+        if (f + b >= len)
+            return false;
+        t = PL_MIN(sh->grain, len - f - b);
+        nw = (uint64_t)sh->gen << 32 | (uint64_t)(front ? b : b + t) << 16 |
+             (uint64_t)(front ? f + t : f);
+        /* Relaxed: the barriers around each phase order the rows' writes and reads; the
+         * word only arbitrates who computes which rows. */
+    } while (!atomic_compare_exchange_weak_explicit(w, &old, nw, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    const uint32_t a = front ? u_lo + f : u_hi - b - t;
+    *ret_lo = a * ROWS_MIN;
+    *ret_hi = PL_MIN((a + t) * ROWS_MIN, sh->n_rows);
+    return true;
 }
 
 static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) {
-    if (!sh->next) {
+    if (!sh->seg) {
         if (sh->done)
             return false;
         sh->done = true;
@@ -267,14 +312,11 @@ static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) 
         *ret_hi = sh->hi;
         return sh->lo < sh->hi;
     }
-    /* Relaxed: the barriers around each phase order the rows' writes and reads. */
-    uint64_t i = atomic_fetch_add_explicit(sh->next, 1, memory_order_relaxed);
-    uint64_t lo = i * sh->rows;
-    if (lo >= sh->n_rows)
-        return false;
-    *ret_lo = (uint32_t)lo;
-    *ret_hi = (uint32_t)PL_MIN(lo + sh->rows, (uint64_t)sh->n_rows);
-    return true;
+    /* Own segment first, then the others' tails, each until it is empty. */
+    for (; sh->d < sh->nth; sh->d++)
+        if (seg_claim(sh, (sh->ith + sh->d) % sh->nth, sh->d == 0, ret_lo, ret_hi))
+            return true;
+    return false;
 }
 
 /* One projection group sharing an input: weights ws[i] write outs[i] (stride = rows). The
@@ -619,8 +661,10 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->n_mm = hp->n_layer * MM_PER_LAYER + MM_EXTRA;
     {
         void *p = NULL;
-        if (posix_memalign(&p, 64, (size_t)c->n_mm * sizeof(*c->mm)) == 0)
+        if (posix_memalign(&p, 64, (size_t)c->n_mm * nt * sizeof(*c->mm)) == 0) {
             c->mm = p;
+            memset(p, 0, (size_t)c->n_mm * nt * sizeof(*c->mm));
+        }
     }
     c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
@@ -711,9 +755,11 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
         c->b = &c->chunk;
         c->out = out;
         c->n_out = n_out;
-        if (c->n_threads > 1) /* the run starts after these stores (threadpool.h) */
-            for (uint32_t k = 0; k < c->n_mm; k++)
-                atomic_store_explicit(&c->mm[k].next, 0, memory_order_relaxed);
+        /* A new generation: every segment word of earlier runs reads as untouched (the run
+         * starts after this store, threadpool.h). Generation 0 is never used, so the zeroed
+         * words at creation are stale too. */
+        if (++c->gen == 0)
+            c->gen = 1;
         pl_threadpool_run(c->pool, forward_thread, c);
         if (n_out)
             out += n_out * n_vocab;

@@ -689,6 +689,79 @@ static void test_model_batch_invariance_every_quant(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* The thread count does not change a result: rows of every matrix product are handed out
+ * to threads in chunks (own segment first, then the tails of the others', forward.c), and a
+ * row's sum is computed the same way whoever computes it. 1, 2 and 3 threads (an odd split,
+ * more threads than this machine may have cores) give bit-identical logits for a prompt
+ * (tiled kernels) and for a 1- and a 5-token step; a row skipped or written twice would
+ * show. The matrices here are large enough (>= 256 KiB) for the chunked hand-out. */
+static void test_model_thread_count_keeps_logits(void **state) {
+    (void)state;
+    static const char *const names[] = {"tiny-llama-spm-Q4_K_M.gguf",
+                                        "tiny-llama-spm-tied-Q8_0.gguf",
+                                        "tiny-llama-gpt2-Q4_0.gguf"};
+    static const uint32_t threads[] = {1, 2, 3};
+    static const uint32_t whole[] = {66, 0};
+    int bad = 0;
+    for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", g_dir, names[f]);
+        float *ref = NULL;
+        uint32_t nv = 0;
+        for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+            struct pl_model_opts mo = {.n_threads = threads[t]};
+            struct pl_model *m = NULL;
+            char err[256];
+            if (pl_model_load(path, &mo, &m, err, sizeof(err)) != 0)
+                fail_msg("%s: %s", path, err);
+            nv = pl_model_hparams(m)->n_vocab;
+            /* [prompt's last][1-token step][5-token step x 5] */
+            float *got = calloc((size_t)7 * nv, sizeof(float));
+            assert_non_null(got);
+            int32_t tok[66];
+            tok[0] = 1;
+            for (int i = 1; i < 66; i++)
+                tok[i] = (int32_t)(100 + (i * 7919) % 30000) % (int32_t)nv;
+            struct pl_ctx_opts co = {.n_ctx = 128, .n_seq = 6, .n_batch = 128,
+                                     .kv_type = PL_KV_F16};
+            struct pl_ctx *c = NULL;
+            assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+            feed_split(c, tok, 66, whole, got);
+            int32_t st[5], sp[5], ss[5];
+            bool sl[5];
+            for (int i = 0; i < 5; i++) {
+                st[i] = (int32_t)((300 + 41 * i) % (int32_t)nv);
+                sp[i] = i == 0 ? 67 : 0;
+                ss[i] = i + 1;
+                sl[i] = true;
+            }
+            int32_t p66 = 66, s0 = 0;
+            bool l1 = true;
+            struct pl_batch b1 = {.n = 1, .token = st, .pos = &p66, .seq = &s0, .logits = &l1};
+            assert_int_equal(pl_ctx_decode(c, &b1, got + nv), 0);
+            st[0] = 500;
+            ss[0] = 0;
+            struct pl_batch b5 = {.n = 5, .token = st, .pos = sp, .seq = ss, .logits = sl};
+            assert_int_equal(pl_ctx_decode(c, &b5, got + (size_t)2 * nv), 0);
+            pl_ctx_free(c);
+            pl_model_free(m);
+            if (!ref) {
+                ref = got;
+                continue;
+            }
+            for (uint32_t k = 0; k < 7; k++)
+                if (memcmp(got + (size_t)k * nv, ref + (size_t)k * nv, nv * sizeof(float))) {
+                    print_message("%s: %u threads change logits row %u\n", names[f],
+                                  threads[t], k);
+                    bad++;
+                }
+            free(got);
+        }
+        free(ref);
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
     const char *data = getenv("PICOLM_TEST_DATA");
     char path[4200];
@@ -716,6 +789,7 @@ int main(void) {
         cmocka_unit_test(test_model_place_weights_keeps_results),
         cmocka_unit_test(test_model_prompt_split_gives_same_logits),
         cmocka_unit_test(test_model_batch_invariance_every_quant),
+        cmocka_unit_test(test_model_thread_count_keeps_logits),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     free(g_img);
