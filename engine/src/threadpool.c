@@ -14,14 +14,20 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pl/pl_util.h"
 
-/* Iterations of the spin loop before a waiter goes to sleep in the kernel: long enough to
- * cover the gap between two phases of one forward step, short enough not to burn a core
- * that another process could use while the pool is idle. */
-#define SPIN_ITERS 2048
+/* How long a waiter spins before it sleeps in the kernel: long enough to cover the gap
+ * between two phases of a forward step and between two steps of a generation (the caller
+ * samples a token, a broker also writes it to its client: tens of microseconds), short
+ * enough not to burn a core that another process could use while the pool is idle. A
+ * sleep costs the waker a futex syscall and the sleeper a wake-up that is often longer than
+ * the phase it waited for. Time-based: a pause lasts 10 to 150 cycles depending on the CPU.
+ * The clock is read once per SPIN_CHECK pauses. */
+#define SPIN_NS 200000ull
+#define SPIN_CHECK 16
 
 /* ---- Futex-backed waiting ---- */
 
@@ -40,6 +46,12 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
     /* Returns at once (EAGAIN) when *addr != val; spurious returns are handled by the
      * caller's loop. */
@@ -52,11 +64,19 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 
 /* Wait until w->word != val. On return the caller has acquired the store that changed it. */
 static void waitword_wait_ne(struct waitword *w, uint32_t val) {
-    for (int i = 0; i < SPIN_ITERS; i++) {
+    uint64_t t0 = 0;
+    for (uint32_t i = 1;; i++) {
         /* Acquire: pairs with the seq_cst (hence release) increment in waitword_bump(). */
         if (atomic_load_explicit(&w->word, memory_order_acquire) != val)
             return;
         cpu_relax();
+        if (i % SPIN_CHECK == 0) {
+            uint64_t t = mono_ns();
+            if (!t0)
+                t0 = t;
+            else if (t - t0 >= SPIN_NS)
+                break;
+        }
     }
     /* Dekker-style handshake with waitword_bump(), both sides seq_cst: either the waker's
      * load of n_sleepers sees this increment and wakes us, or our load of word below sees
