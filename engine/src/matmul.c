@@ -196,10 +196,23 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         return;
     }
 
+    /* Per row: tokens two at a time through vec_dot2 where the type has it (the weights
+     * unpacked once for both; bit-identical to vec_dot), the rest one by one. */
     const pl_quant_vec_dot_fn dot = w->k->vec_dot;
+    const pl_quant_vec_dot2_fn dot2 = w->k->vec_dot2;
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        for (uint32_t t = 0; t < n_tok; t++) {
+        uint32_t t = 0;
+        for (; dot2 && t + 2 <= n_tok; t += 2) {
+            const uint8_t *x0 = act->xq + (size_t)t * act->stride, *x1 = x0 + act->stride;
+            for (uint32_t r = r0; r < r1; r++) {
+                float o[2];
+                dot2(w->n_cols, wd + (size_t)r * w->row_bytes, x0, x1, o);
+                store(out + (size_t)t * out_stride + r, o[0], bias, r, accumulate);
+                store(out + (size_t)(t + 1) * out_stride + r, o[1], bias, r, accumulate);
+            }
+        }
+        for (; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             for (uint32_t r = r0; r < r1; r++)
                 store(out + (size_t)t * out_stride + r,
@@ -259,9 +272,21 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     }
 
     const pl_quant_vec_dot_fn dot = gate->k->vec_dot;
+    const pl_quant_vec_dot2_fn dot2 = gate->k->vec_dot2; /* as pl_matmul_rows() */
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        for (uint32_t t = 0; t < n_tok; t++) {
+        uint32_t t = 0;
+        for (; dot2 && t + 2 <= n_tok; t += 2) {
+            const uint8_t *x0 = act->xq + (size_t)t * act->stride, *x1 = x0 + act->stride;
+            for (uint32_t r = r0; r < r1; r++) {
+                float g[2], u[2];
+                dot2(gate->n_cols, gd + (size_t)r * rb, x0, x1, g);
+                dot2(up->n_cols, ud + (size_t)r * rb, x0, x1, u);
+                out[(size_t)t * out_stride + r] = silu(g[0]) * u[0];
+                out[(size_t)(t + 1) * out_stride + r] = silu(g[1]) * u[1];
+            }
+        }
+        for (; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             for (uint32_t r = r0; r < r1; r++) {
                 float g = dot(gate->n_cols, gd + (size_t)r * rb, x);

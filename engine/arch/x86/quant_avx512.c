@@ -629,6 +629,95 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     return sum;
 }
 
+/* Two tokens against one Q4_K row (a decode step of two or three sessions): the nibbles and
+ * the scale vectors of each super-block are made once and serve both tokens; per token the
+ * operations are vec_dot_q4_K_gv's, in its order (integer sums, then kq_step per super-block
+ * with the same grouping), so out[t] is bit-identical to vec_dot_q4_K_gv(n, w, x[t]). */
+static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
+                                       const void *restrict x0, const void *restrict x1,
+                                       float out[2]) {
+    const struct pl_block_q4_K *a = w;
+    const struct pl_block_q8_K *b[2] = {x0, x1};
+    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);
+    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);
+    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);
+    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);
+    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);
+    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
+                                           _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
+    const __mmask64 even = 0x5555555555555555ull;
+    float sum[2] = {0.0f, 0.0f};
+    assert(n % PL_QK_K == 0);
+    const int64_t nb = n / PL_QK_K;
+    /* super-block i for both tokens: ret_acc[t], ret_pm[t], ret_dd[t] */
+#define Q4K_GV2_SB(i, ret_acc, ret_pm, ret_dd)                                               \
+    do {                                                                                      \
+        pf(&a[i], 3);                                                                         \
+        const __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));             \
+        const uint8_t *q = a[i].qs;                                                           \
+        const __m512i u0 = _mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0);               \
+        const __m512i u1 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0);          \
+        const __m512i u2 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0);          \
+        const __m512i u3 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0);          \
+        const __m512i s0 = _mm512_maskz_permutexvar_epi8(even, sci0, v);                      \
+        const __m512i s1 = _mm512_maskz_permutexvar_epi8(even, sci1, v);                      \
+        const __m512i s2 = _mm512_maskz_permutexvar_epi8(even, sci2, v);                      \
+        const __m512i s3 = _mm512_maskz_permutexvar_epi8(even, sci3, v);                      \
+        const __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi,                \
+                                                          _mm512_castsi512_si256(v));         \
+        for (int t = 0; t < 2; t++) {                                                         \
+            const int8_t *y = b[t][i].qs;                                                     \
+            __m512i acc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                        \
+                                               _mm512_maddubs_epi16(u0, load512(y)), s0);     \
+            __m512i acc1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                        \
+                                               _mm512_maddubs_epi16(u1, load512(y + 64)), s1); \
+            acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(u2, load512(y + 128)), s2); \
+            acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(u3, load512(y + 192)), s3); \
+            (ret_pm)[t] = _mm256_madd_epi16(load256(b[t][i].bsums), m16);                     \
+            (ret_acc)[t] = _mm512_add_epi32(acc0, acc1);                                      \
+            (ret_dd)[t] = q4k_dd(&a[i], b[t][i].d);                                           \
+        }                                                                                     \
+    } while (0)
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i acc[2][4];
+        __m256i pm[2][4];
+        float sc[2][8];
+        for (int k = 0; k < 4; k++) {
+            __m512i ak[2];
+            __m256i pk[2];
+            __m128 dk[2];
+            Q4K_GV2_SB(i + k, ak, pk, dk);
+            for (int t = 0; t < 2; t++) {
+                acc[t][k] = ak[t];
+                pm[t][k] = pk[t];
+                _mm_storel_pi((__m64 *)(void *)(sc[t] + 2 * k), dk[t]);
+            }
+        }
+        for (int t = 0; t < 2; t++) {
+            float f[8];
+            reduce4_kq(acc[t], pm[t], f);
+            for (int k = 0; k < 4; k++)
+                sum[t] = kq_step(sum[t], sc[t][2 * k], sc[t][2 * k + 1], f[k], f[4 + k]);
+        }
+    }
+    for (; i < nb; i++) {
+        __m512i ak[2];
+        __m256i pk[2];
+        __m128 dk[2];
+        Q4K_GV2_SB(i, ak, pk, dk);
+        for (int t = 0; t < 2; t++) {
+            int32_t isum, msum;
+            hsum2_epi32(ak[t], pk[t], &isum, &msum);
+            sum[t] = kq_step(sum[t], _mm_cvtss_f32(dk[t]), _mm_cvtss_f32(_mm_movehdup_ps(dk[t])),
+                             (float)isum, (float)msum);
+        }
+    }
+#undef Q4K_GV2_SB
+    out[0] = sum[0];
+    out[1] = sum[1];
+}
+
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q5_K *a = w;
     const struct pl_block_q8_K *b = x;
@@ -709,6 +798,50 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
         sum = fmaf(h2f(a[i].d) * b[i].d, (float)_mm512_reduce_add_epi32(acc), sum);
     }
     return sum;
+}
+
+/* Two tokens against one Q6_K row: the 6-bit values and scale vectors are made once; per
+ * token vec_dot_q6_K's operations in its order, so out[t] is bit-identical to it. */
+static void vec_dot2_q6_K(int64_t n, const void *restrict w, const void *restrict x0,
+                          const void *restrict x1, float out[2]) {
+    const struct pl_block_q6_K *a = w;
+    const struct pl_block_q8_K *b[2] = {x0, x1};
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m3f = _mm512_set1_epi8(0x3F), qh_shift = counts2(0, 2);
+    const struct perm16 P = perm16_load(perm_span8);
+    float sum[2] = {0.f, 0.f};
+    assert(n % PL_QK_K == 0);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 4);
+        __m256i sc16y = _mm256_cvtepi8_epi16(load128(a[i].scales));
+        __m512i sc16 = _mm512_castsi256_si512(sc16y);
+        __m512i acc[2], acc1[2];
+        for (int t = 0; t < 2; t++) {
+            acc[t] = _mm512_zextsi256_si512(_mm256_sub_epi32(
+                _mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[t][i].bsums), 5)));
+            acc1[t] = _mm512_setzero_si512();
+        }
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = load512(a[i].ql + 64 * h);
+            __m512i tq = _mm512_srlv_epi16(bcast256(a[i].qh + 32 * h), qh_shift);
+            __m512i hi_a = _mm512_and_si512(_mm512_slli_epi16(tq, 4), m30);
+            __m512i u_a = _mm512_ternarylogic_epi32(ql, m4, hi_a, 0xEA);
+            __m512i u_b = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), tq, m4, 0xE4);
+            u_b = _mm512_and_si512(u_b, m3f);
+            const __m512i sa = _mm512_permutexvar_epi16(P.idx[2 * h], sc16);
+            const __m512i sb = _mm512_permutexvar_epi16(P.idx[2 * h + 1], sc16);
+            for (int t = 0; t < 2; t++) {
+                acc[t] = dot_scaled(acc[t], u_a, load512(b[t][i].qs + 128 * h), sa);
+                acc1[t] = dot_scaled(acc1[t], u_b, load512(b[t][i].qs + 128 * h + 64), sb);
+            }
+        }
+        const float d = h2f(a[i].d);
+        for (int t = 0; t < 2; t++)
+            sum[t] = fmaf(d * b[t][i].d, (float)_mm512_reduce_add_epi32(
+                                             _mm512_add_epi32(acc[t], acc1[t])), sum[t]);
+    }
+    out[0] = sum[0];
+    out[1] = sum[1];
 }
 
 static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
@@ -804,4 +937,6 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     table[PL_GGML_TYPE_Q4_K].vec_dot = have_gv ? vec_dot_q4_K_gv : vec_dot_q4_K;
     table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
     table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
+    table[PL_GGML_TYPE_Q4_K].vec_dot2 = have_gv ? vec_dot2_q4_K_gv : NULL;
+    table[PL_GGML_TYPE_Q6_K].vec_dot2 = vec_dot2_q6_K;
 }
