@@ -157,15 +157,25 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const uint32_t n_tok = act->n_tok;
 
     if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
-        float tmp[ROW_BLOCK];
+        /* tokens two at a time through vec_rows2 where the kernel has it, the rest alone */
+        float tmp[2][ROW_BLOCK];
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
             uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
-            for (uint32_t t = 0; t < n_tok; t++) {
-                act->tk->vec_rows(w->n_cols, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
-                                  act->tiles + (size_t)t * act->tile_bytes, tmp);
-                for (uint32_t r = 0; r < nr; r++)
-                    store(out + (size_t)t * out_stride + r0 + r, tmp[r], bias, r0 + r,
-                          accumulate);
+            const uint8_t *wr = wd + (size_t)r0 * w->row_bytes;
+            for (uint32_t t = 0; t < n_tok;) {
+                const uint8_t *v = act->tiles + (size_t)t * act->tile_bytes;
+                uint32_t k = 1;
+                if (act->tk->vec_rows2 && t + 2 <= n_tok) {
+                    act->tk->vec_rows2(w->n_cols, wr, w->row_bytes, nr, v, v + act->tile_bytes,
+                                       tmp[0], tmp[1]);
+                    k = 2;
+                } else {
+                    act->tk->vec_rows(w->n_cols, wr, w->row_bytes, nr, v, tmp[0]);
+                }
+                for (uint32_t j = 0; j < k; j++, t++)
+                    for (uint32_t r = 0; r < nr; r++)
+                        store(out + (size_t)t * out_stride + r0 + r, tmp[j][r], bias, r0 + r,
+                              accumulate);
             }
         }
         return;
@@ -229,15 +239,26 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const size_t rb = gate->row_bytes;
 
     if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
-        float tg[ROW_BLOCK], tu[ROW_BLOCK];
+        /* as pl_matmul_rows(): pairs of tokens through vec_rows2 */
+        float tg[2][ROW_BLOCK], tu[2][ROW_BLOCK];
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
             uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
-            for (uint32_t t = 0; t < n_tok; t++) {
+            const uint8_t *gr = gd + (size_t)r0 * rb, *ur = ud + (size_t)r0 * rb;
+            for (uint32_t t = 0; t < n_tok;) {
                 const uint8_t *v = act->tiles + (size_t)t * act->tile_bytes;
-                act->tk->vec_rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, v, tg);
-                act->tk->vec_rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, v, tu);
-                for (uint32_t r = 0; r < nr; r++)
-                    out[(size_t)t * out_stride + r0 + r] = silu(tg[r]) * tu[r];
+                uint32_t k = 1;
+                if (act->tk->vec_rows2 && t + 2 <= n_tok) {
+                    const uint8_t *v1 = v + act->tile_bytes;
+                    act->tk->vec_rows2(gate->n_cols, gr, rb, nr, v, v1, tg[0], tg[1]);
+                    act->tk->vec_rows2(up->n_cols, ur, rb, nr, v, v1, tu[0], tu[1]);
+                    k = 2;
+                } else {
+                    act->tk->vec_rows(gate->n_cols, gr, rb, nr, v, tg[0]);
+                    act->tk->vec_rows(up->n_cols, ur, rb, nr, v, tu[0]);
+                }
+                for (uint32_t j = 0; j < k; j++, t++)
+                    for (uint32_t r = 0; r < nr; r++)
+                        out[(size_t)t * out_stride + r0 + r] = silu(tg[j][r]) * tu[j][r];
             }
         }
         return;

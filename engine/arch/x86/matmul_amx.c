@@ -319,9 +319,9 @@ DEFINE_AMX_ROWS(rows8_q6_K, 256, PL_MM_HALF, unpack_q6_K, 0, sizeof(struct pl_bl
 
 /* The decode paths (dec) are linked by pl_mm_amx_init. */
 static struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q4_K, rows_q4_K,
-                                          NULL, rows8_q4_K, AMX_ROWS, NULL};
+                                          NULL, rows8_q4_K, AMX_ROWS, NULL, NULL};
 static struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q6_K, rows_q6_K,
-                                          NULL, rows8_q6_K, AMX_ROWS, NULL};
+                                          NULL, rows8_q6_K, AMX_ROWS, NULL, NULL};
 
 void pl_mm_amx_init(void) {
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);

@@ -480,18 +480,14 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
  * m_j = sum_j x (da_j x dw_j), summed as (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and
  * added to the row's sum: the float operations rows() does per token. */
 #define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes)                                    \
-    static inline __attribute__((always_inline)) __m256 name##_sb(                            \
-        const uint8_t *row, uint8_t *v, int64_t n, int64_t s, size_t ahead) {                 \
-        struct unpacked u;                                                                    \
-        const char *pf = (const char *)row + (size_t)s * (sb_bytes) + ahead;                  \
-        for (size_t o = 0; o < (sb_bytes); o += 64)                                           \
-            _mm_prefetch(pf + o, _MM_HINT_T0);                                                \
-        unpack(row, s, &u);                                                                   \
+    /* the 8 block products m_j of an unpacked super-block s with the vector v */            \
+    static inline __attribute__((always_inline)) __m256 name##_m(                             \
+        const struct unpacked *u, uint8_t *v, int64_t n, int64_t s) {                         \
         const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                     \
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[0], _mm512_load_si512(q)); \
-        p = _mm512_dpbusd_epi32(p, u.w[1], _mm512_load_si512(q + 64));                        \
-        p = _mm512_dpbusd_epi32(p, u.w[2], _mm512_load_si512(q + 128));                       \
-        p = _mm512_dpbusd_epi32(p, u.w[3], _mm512_load_si512(q + 192));                       \
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[0], _mm512_load_si512(q)); \
+        p = _mm512_dpbusd_epi32(p, u->w[1], _mm512_load_si512(q + 64));                       \
+        p = _mm512_dpbusd_epi32(p, u->w[2], _mm512_load_si512(q + 128));                      \
+        p = _mm512_dpbusd_epi32(p, u->w[3], _mm512_load_si512(q + 192));                      \
         /* block j: lanes 2j + 2j+1, plus the offset term */                                  \
         const __m256i isum = _mm256_add_epi32(                                                \
             _mm512_cvtepi64_epi32(_mm512_add_epi64(p, _mm512_srli_epi64(p, 32))),             \
@@ -500,7 +496,30 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
                               (off_shift)));                                                  \
         return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),                                        \
                              _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)),      \
-                                           _mm512_castps512_ps256(u.scale)));                 \
+                                           _mm512_castps512_ps256(u->scale)));                \
+    }                                                                                         \
+    /* super-block s of row: the same super-block `ahead` bytes on prefetched, unpacked */    \
+    static inline __attribute__((always_inline)) void name##_u(                               \
+        const uint8_t *row, int64_t s, size_t ahead, struct unpacked *u) {                    \
+        const char *pf = (const char *)row + (size_t)s * (sb_bytes) + ahead;                  \
+        for (size_t o = 0; o < (sb_bytes); o += 64)                                           \
+            _mm_prefetch(pf + o, _MM_HINT_T0);                                                \
+        unpack(row, s, u);                                                                    \
+    }                                                                                         \
+    /* acc += the batch-invariant tree of m (row 0 in lanes 0..7) and m1 (row 1, 8..15) */    \
+    static inline __attribute__((always_inline)) __m512 name##_tree(__m512 acc, __m256 m0,     \
+                                                                    __m256 m1) {              \
+        const __m512 m = _mm512_castpd_ps(_mm512_insertf64x4(                                 \
+            _mm512_castps_pd(_mm512_castps256_ps512(m0)), _mm256_castps_pd(m1), 1));          \
+        const __m512 t = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, 0xB1));                  \
+        const __m512 uu = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));                       \
+        return _mm512_add_ps(acc, _mm512_add_ps(uu, _mm512_permute_ps(uu, 0xB1)));            \
+    }                                                                                         \
+    /* one row's tree, as name##_tree's per-row lanes */                                      \
+    static inline __attribute__((always_inline)) float name##_tree1(float a0, __m256 m) {     \
+        const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));  \
+        const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                                 \
+        return a0 + _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                       \
     }                                                                                         \
     static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
                      const uint8_t *vec, float *out) {                                       \
@@ -512,13 +531,11 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             /* the two rows' trees side by side: row 0 in lane 0, row 1 in lane 8 */          \
             __m512 acc = _mm512_setzero_ps();                                                 \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
-                const __m512 m = _mm512_castpd_ps(_mm512_insertf64x4(                         \
-                    _mm512_castps_pd(_mm512_castps256_ps512(                                  \
-                        name##_sb(r0, v, n, s, 2 * row_bytes))),                              \
-                    _mm256_castps_pd(name##_sb(r1, v, n, s, 2 * row_bytes)), 1));             \
-                const __m512 t = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, 0xB1));          \
-                const __m512 uu = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));               \
-                acc = _mm512_add_ps(acc, _mm512_add_ps(uu, _mm512_permute_ps(uu, 0xB1)));     \
+                struct unpacked u0, u1;                                                       \
+                name##_u(r0, s, 2 * row_bytes, &u0);                                          \
+                const __m256 m0 = name##_m(&u0, v, n, s);                                     \
+                name##_u(r1, s, 2 * row_bytes, &u1);                                          \
+                acc = name##_tree(acc, m0, name##_m(&u1, v, n, s));                           \
             }                                                                                 \
             out[r] = _mm512_cvtss_f32(acc);                                                   \
             out[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc, 2));                       \
@@ -527,13 +544,46 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
             float a0 = 0.0f;                                                                  \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
-                const __m256 m = name##_sb(r0, v, n, s, row_bytes);                           \
-                const __m128 t =                                                              \
-                    _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));       \
-                const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                         \
-                a0 += _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                     \
+                struct unpacked u0;                                                           \
+                name##_u(r0, s, row_bytes, &u0);                                              \
+                a0 = name##_tree1(a0, name##_m(&u0, v, n, s));                                \
             }                                                                                 \
             out[r] = a0;                                                                      \
+        }                                                                                     \
+    }                                                                                         \
+    /* Two tokens (vectors v0, v1): each super-block of a row pair unpacked once for both;    \
+     * per token name()'s operations, so out0 / out1 are bit-identical to name()'s. */        \
+    static void name##2(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
+                        const uint8_t *vec0, const uint8_t *vec1, float *out0, float *out1) { \
+        const int64_t n_sb = n / 256;                                                         \
+        uint8_t *v0 = (uint8_t *)(uintptr_t)vec0, *v1 = (uint8_t *)(uintptr_t)vec1;           \
+        uint32_t r = 0;                                                                       \
+        for (; r + 2 <= n_rows; r += 2) {                                                     \
+            const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
+            __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();                    \
+            for (int64_t s = 0; s < n_sb; s++) {                                              \
+                struct unpacked u0, u1;                                                       \
+                name##_u(r0, s, 2 * row_bytes, &u0);                                          \
+                name##_u(r1, s, 2 * row_bytes, &u1);                                          \
+                acc0 = name##_tree(acc0, name##_m(&u0, v0, n, s), name##_m(&u1, v0, n, s));   \
+                acc1 = name##_tree(acc1, name##_m(&u0, v1, n, s), name##_m(&u1, v1, n, s));   \
+            }                                                                                 \
+            out0[r] = _mm512_cvtss_f32(acc0);                                                 \
+            out0[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc0, 2));                     \
+            out1[r] = _mm512_cvtss_f32(acc1);                                                 \
+            out1[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc1, 2));                     \
+        }                                                                                     \
+        for (; r < n_rows; r++) {                                                             \
+            const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
+            float a0 = 0.0f, a1 = 0.0f;                                                       \
+            for (int64_t s = 0; s < n_sb; s++) {                                              \
+                struct unpacked u0;                                                           \
+                name##_u(r0, s, row_bytes, &u0);                                              \
+                a0 = name##_tree1(a0, name##_m(&u0, v0, n, s));                               \
+                a1 = name##_tree1(a1, name##_m(&u0, v1, n, s));                               \
+            }                                                                                 \
+            out0[r] = a0;                                                                     \
+            out1[r] = a1;                                                                     \
         }                                                                                     \
     }
 
@@ -551,13 +601,15 @@ DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 7, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL};
+                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL};
+                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
-                                                vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL};
+                                                vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
+                                                vec_q4_02};
 static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
-                                                vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL};
+                                                vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
+                                                vec_q8_02};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {

@@ -6,7 +6,7 @@
  * that are not a multiple of the kernel's row group, rows longer than one unpacked chunk),
  * the decode vectors (fewer than PL_MM_MIN_TILED_TOK tokens) and the per-row dot products,
  * each compared with a double-precision product of the dequantized weights and quantized
- * activations. Bias, accumulate and an output stride wider than the rows are covered too.
+ * activations; a decode step of 2 or 3 tokens also bit for bit with each token alone. Bias, accumulate and an output stride wider than the rows are covered too.
  * Without a tiled kernel for this CPU (or with PICOLM_FORCE_SCALAR=1) only the per-row path
  * runs. */
 #include <math.h>
@@ -219,6 +219,27 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
             fail_msg("type %u n %u: half tile differs from the full tile", type, sh->n);
         free(out2);
         free(half);
+    }
+    if (sh->n_tok >= 2 && sh->n_tok < PL_MM_MIN_TILED_TOK) {
+        /* Decode of several tokens (tokens in pairs where the kernel has a two-token form):
+         * each token bit-identical to that token decoded alone (matmul.h). */
+        float *one = malloc(sizeof(float) * stride);
+        assert_non_null(one);
+        for (uint32_t t = 0; t < sh->n_tok; t++) {
+            struct pl_mm_act o = a.act;
+            o.n_tok = 1;
+            o.xq = a.act.xq + (size_t)t * a.act.stride;
+            if (a.act.tiles)
+                o.tiles = a.act.tiles + (size_t)t * a.act.tile_bytes;
+            for (uint32_t r = 0; r < stride; r++)
+                one[r] = 1000.0f + (float)(((size_t)t * stride + r) % 7);
+            pl_matmul_rows(&m.w, &o, one, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
+                           sh->rows);
+            if (memcmp(one, out + (size_t)t * stride, sizeof(float) * stride) != 0)
+                fail_msg("type %u n %u: token %u of %u differs from its decode alone", type,
+                         sh->n, t, sh->n_tok);
+        }
+        free(one);
     }
     for (uint32_t t = 0; t < sh->n_tok; t++)
         for (uint32_t r = 0; r < stride; r++) {
