@@ -157,26 +157,27 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const uint32_t n_tok = act->n_tok;
 
     if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
-        /* tokens two at a time through vec_rows2 where the kernel has it, the rest alone */
-        float tmp[2][ROW_BLOCK];
+        /* all tokens in one vec_rowsn call where the kernel has it, else one by one */
+        float tmp[PL_MM_MIN_TILED_TOK][ROW_BLOCK];
+        const uint8_t *vec[PL_MM_MIN_TILED_TOK];
+        float *outs[PL_MM_MIN_TILED_TOK];
+        for (uint32_t t = 0; t < n_tok; t++) {
+            vec[t] = act->tiles + (size_t)t * act->tile_bytes;
+            outs[t] = tmp[t];
+        }
+        const bool multi = act->tk->vec_rowsn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
             uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
             const uint8_t *wr = wd + (size_t)r0 * w->row_bytes;
-            for (uint32_t t = 0; t < n_tok;) {
-                const uint8_t *v = act->tiles + (size_t)t * act->tile_bytes;
-                uint32_t k = 1;
-                if (act->tk->vec_rows2 && t + 2 <= n_tok) {
-                    act->tk->vec_rows2(w->n_cols, wr, w->row_bytes, nr, v, v + act->tile_bytes,
-                                       tmp[0], tmp[1]);
-                    k = 2;
-                } else {
-                    act->tk->vec_rows(w->n_cols, wr, w->row_bytes, nr, v, tmp[0]);
-                }
-                for (uint32_t j = 0; j < k; j++, t++)
-                    for (uint32_t r = 0; r < nr; r++)
-                        store(out + (size_t)t * out_stride + r0 + r, tmp[j][r], bias, r0 + r,
-                              accumulate);
-            }
+            if (multi)
+                act->tk->vec_rowsn(w->n_cols, wr, w->row_bytes, nr, vec, n_tok, outs);
+            else
+                for (uint32_t t = 0; t < n_tok; t++)
+                    act->tk->vec_rows(w->n_cols, wr, w->row_bytes, nr, vec[t], tmp[t]);
+            for (uint32_t t = 0; t < n_tok; t++)
+                for (uint32_t r = 0; r < nr; r++)
+                    store(out + (size_t)t * out_stride + r0 + r, tmp[t][r], bias, r0 + r,
+                          accumulate);
         }
         return;
     }
@@ -206,23 +207,25 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         return;
     }
 
-    /* Per row: tokens two at a time through vec_dot2 where the type has it (the weights
-     * unpacked once for both; bit-identical to vec_dot), the rest one by one. */
+    /* Per row: all tokens in one vec_dotn call where the type has it (the weights unpacked
+     * once for all; bit-identical to vec_dot), else one by one. */
     const pl_quant_vec_dot_fn dot = w->k->vec_dot;
-    const pl_quant_vec_dot2_fn dot2 = w->k->vec_dot2;
+    const void *xs[PL_QUANT_DOTN_MAX];
+    const bool multi = w->k->vec_dotn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
+    for (uint32_t t = 0; multi && t < n_tok; t++)
+        xs[t] = act->xq + (size_t)t * act->stride;
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        uint32_t t = 0;
-        for (; dot2 && t + 2 <= n_tok; t += 2) {
-            const uint8_t *x0 = act->xq + (size_t)t * act->stride, *x1 = x0 + act->stride;
+        if (multi) {
             for (uint32_t r = r0; r < r1; r++) {
-                float o[2];
-                dot2(w->n_cols, wd + (size_t)r * w->row_bytes, x0, x1, o);
-                store(out + (size_t)t * out_stride + r, o[0], bias, r, accumulate);
-                store(out + (size_t)(t + 1) * out_stride + r, o[1], bias, r, accumulate);
+                float o[PL_QUANT_DOTN_MAX];
+                w->k->vec_dotn(w->n_cols, wd + (size_t)r * w->row_bytes, xs, n_tok, o);
+                for (uint32_t t = 0; t < n_tok; t++)
+                    store(out + (size_t)t * out_stride + r, o[t], bias, r, accumulate);
             }
+            continue;
         }
-        for (; t < n_tok; t++) {
+        for (uint32_t t = 0; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             for (uint32_t r = r0; r < r1; r++)
                 store(out + (size_t)t * out_stride + r,
@@ -239,27 +242,31 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const size_t rb = gate->row_bytes;
 
     if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
-        /* as pl_matmul_rows(): pairs of tokens through vec_rows2 */
-        float tg[2][ROW_BLOCK], tu[2][ROW_BLOCK];
+        /* as pl_matmul_rows(): all tokens in one vec_rowsn call where the kernel has it */
+        float tg[PL_MM_MIN_TILED_TOK][ROW_BLOCK], tu[PL_MM_MIN_TILED_TOK][ROW_BLOCK];
+        const uint8_t *vec[PL_MM_MIN_TILED_TOK];
+        float *og[PL_MM_MIN_TILED_TOK], *ou[PL_MM_MIN_TILED_TOK];
+        for (uint32_t t = 0; t < n_tok; t++) {
+            vec[t] = act->tiles + (size_t)t * act->tile_bytes;
+            og[t] = tg[t];
+            ou[t] = tu[t];
+        }
+        const bool multi = act->tk->vec_rowsn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
         for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
             uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
             const uint8_t *gr = gd + (size_t)r0 * rb, *ur = ud + (size_t)r0 * rb;
-            for (uint32_t t = 0; t < n_tok;) {
-                const uint8_t *v = act->tiles + (size_t)t * act->tile_bytes;
-                uint32_t k = 1;
-                if (act->tk->vec_rows2 && t + 2 <= n_tok) {
-                    const uint8_t *v1 = v + act->tile_bytes;
-                    act->tk->vec_rows2(gate->n_cols, gr, rb, nr, v, v1, tg[0], tg[1]);
-                    act->tk->vec_rows2(up->n_cols, ur, rb, nr, v, v1, tu[0], tu[1]);
-                    k = 2;
-                } else {
-                    act->tk->vec_rows(gate->n_cols, gr, rb, nr, v, tg[0]);
-                    act->tk->vec_rows(up->n_cols, ur, rb, nr, v, tu[0]);
+            if (multi) {
+                act->tk->vec_rowsn(gate->n_cols, gr, rb, nr, vec, n_tok, og);
+                act->tk->vec_rowsn(up->n_cols, ur, rb, nr, vec, n_tok, ou);
+            } else {
+                for (uint32_t t = 0; t < n_tok; t++) {
+                    act->tk->vec_rows(gate->n_cols, gr, rb, nr, vec[t], tg[t]);
+                    act->tk->vec_rows(up->n_cols, ur, rb, nr, vec[t], tu[t]);
                 }
-                for (uint32_t j = 0; j < k; j++, t++)
-                    for (uint32_t r = 0; r < nr; r++)
-                        out[(size_t)t * out_stride + r0 + r] = silu(tg[j][r]) * tu[j][r];
             }
+            for (uint32_t t = 0; t < n_tok; t++)
+                for (uint32_t r = 0; r < nr; r++)
+                    out[(size_t)t * out_stride + r0 + r] = silu(tg[t][r]) * tu[t][r];
         }
         return;
     }
@@ -293,21 +300,23 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     }
 
     const pl_quant_vec_dot_fn dot = gate->k->vec_dot;
-    const pl_quant_vec_dot2_fn dot2 = gate->k->vec_dot2; /* as pl_matmul_rows() */
+    const void *xs[PL_QUANT_DOTN_MAX];
+    const bool multi = gate->k->vec_dotn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
+    for (uint32_t t = 0; multi && t < n_tok; t++)
+        xs[t] = act->xq + (size_t)t * act->stride;
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        uint32_t t = 0;
-        for (; dot2 && t + 2 <= n_tok; t += 2) {
-            const uint8_t *x0 = act->xq + (size_t)t * act->stride, *x1 = x0 + act->stride;
+        if (multi) { /* as pl_matmul_rows() */
             for (uint32_t r = r0; r < r1; r++) {
-                float g[2], u[2];
-                dot2(gate->n_cols, gd + (size_t)r * rb, x0, x1, g);
-                dot2(up->n_cols, ud + (size_t)r * rb, x0, x1, u);
-                out[(size_t)t * out_stride + r] = silu(g[0]) * u[0];
-                out[(size_t)(t + 1) * out_stride + r] = silu(g[1]) * u[1];
+                float g[PL_QUANT_DOTN_MAX], u[PL_QUANT_DOTN_MAX];
+                gate->k->vec_dotn(gate->n_cols, gd + (size_t)r * rb, xs, n_tok, g);
+                up->k->vec_dotn(up->n_cols, ud + (size_t)r * rb, xs, n_tok, u);
+                for (uint32_t t = 0; t < n_tok; t++)
+                    out[(size_t)t * out_stride + r] = silu(g[t]) * u[t];
             }
+            continue;
         }
-        for (; t < n_tok; t++) {
+        for (uint32_t t = 0; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             for (uint32_t r = r0; r < r1; r++) {
                 float g = dot(gate->n_cols, gd + (size_t)r * rb, x);

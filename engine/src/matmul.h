@@ -64,10 +64,10 @@ struct pl_mm_tile_kernel {
     /* Non-NULL: batches below PL_MM_MIN_TILED_TOK use this kernel instead (its prep and
      * vec_rows, or the per-row dot products when it has no vec_rows). */
     const struct pl_mm_tile_kernel *dec;
-    /* Two decode vectors at once: out0[r] = w row r . vec0, out1[r] = w row r . vec1,
-     * bit-identical to two vec_rows() calls (each row unpacked once for both). NULL: none. */
-    void (*vec_rows2)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                      const uint8_t *vec0, const uint8_t *vec1, float *out0, float *out1);
+    /* nv decode vectors at once (2 .. PL_QUANT_DOTN_MAX): out[t][r] = w row r . vec[t],
+     * bit-identical to vec_rows() per vector (each row unpacked once for all). NULL: none. */
+    void (*vec_rowsn)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                      const uint8_t *const *vec, uint32_t nv, float *const *out);
 };
 
 /* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's

@@ -44,7 +44,7 @@ static inline int32x4_t neon_dot32(int8x16_t a0, int8x16_t a1, const int8_t *y) 
     return neon_dot16(acc, a1, vld1q_s8(y + 16));
 }
 
-static inline void neon_prefetch(const void *p) {
+static inline __attribute__((always_inline)) void neon_prefetch(const void *p) {
     __builtin_prefetch((const char *)p + PL_QUANT_PREFETCH_BYTES, 0, 0);
 }
 

@@ -551,40 +551,54 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             out[r] = a0;                                                                      \
         }                                                                                     \
     }                                                                                         \
-    /* Two tokens (vectors v0, v1): each super-block of a row pair unpacked once for both;    \
-     * per token name()'s operations, so out0 / out1 are bit-identical to name()'s. */        \
-    static void name##2(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
-                        const uint8_t *vec0, const uint8_t *vec1, float *out0, float *out1) { \
+    /* NT tokens (vectors vec[t], 2 or 3; NT constant after inlining): each super-block of a \
+     * row pair unpacked once for all; per token name()'s operations, so out[t] is          \
+     * bit-identical to name()'s. */                                                          \
+    static inline __attribute__((always_inline)) void name##_n(                               \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,                       \
+        const uint8_t *const *vec, float *const *out, const int NT) {                         \
         const int64_t n_sb = n / 256;                                                         \
-        uint8_t *v0 = (uint8_t *)(uintptr_t)vec0, *v1 = (uint8_t *)(uintptr_t)vec1;           \
+        uint8_t *v[3];                                                                        \
+        for (int t = 0; t < NT; t++)                                                          \
+            v[t] = (uint8_t *)(uintptr_t)vec[t];                                              \
         uint32_t r = 0;                                                                       \
         for (; r + 2 <= n_rows; r += 2) {                                                     \
             const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
-            __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();                    \
+            __m512 acc[3];                                                                    \
+            for (int t = 0; t < NT; t++)                                                      \
+                acc[t] = _mm512_setzero_ps();                                                 \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0, u1;                                                       \
                 name##_u(r0, s, 2 * row_bytes, &u0);                                          \
                 name##_u(r1, s, 2 * row_bytes, &u1);                                          \
-                acc0 = name##_tree(acc0, name##_m(&u0, v0, n, s), name##_m(&u1, v0, n, s));   \
-                acc1 = name##_tree(acc1, name##_m(&u0, v1, n, s), name##_m(&u1, v1, n, s));   \
+                for (int t = 0; t < NT; t++)                                                  \
+                    acc[t] = name##_tree(acc[t], name##_m(&u0, v[t], n, s),                   \
+                                         name##_m(&u1, v[t], n, s));                          \
             }                                                                                 \
-            out0[r] = _mm512_cvtss_f32(acc0);                                                 \
-            out0[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc0, 2));                     \
-            out1[r] = _mm512_cvtss_f32(acc1);                                                 \
-            out1[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc1, 2));                     \
+            for (int t = 0; t < NT; t++) {                                                    \
+                out[t][r] = _mm512_cvtss_f32(acc[t]);                                         \
+                out[t][r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[t], 2));             \
+            }                                                                                 \
         }                                                                                     \
         for (; r < n_rows; r++) {                                                             \
             const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
-            float a0 = 0.0f, a1 = 0.0f;                                                       \
+            float a[3] = {0.0f, 0.0f, 0.0f};                                                  \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0;                                                           \
                 name##_u(r0, s, row_bytes, &u0);                                              \
-                a0 = name##_tree1(a0, name##_m(&u0, v0, n, s));                               \
-                a1 = name##_tree1(a1, name##_m(&u0, v1, n, s));                               \
+                for (int t = 0; t < NT; t++)                                                  \
+                    a[t] = name##_tree1(a[t], name##_m(&u0, v[t], n, s));                     \
             }                                                                                 \
-            out0[r] = a0;                                                                     \
-            out1[r] = a1;                                                                     \
+            for (int t = 0; t < NT; t++)                                                      \
+                out[t][r] = a[t];                                                             \
         }                                                                                     \
+    }                                                                                         \
+    static void name##n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
+                        const uint8_t *const *vec, uint32_t nv, float *const *out) {          \
+        if (nv == 3)                                                                          \
+            name##_n(n, w, row_bytes, n_rows, vec, out, 3);                                   \
+        else                                                                                  \
+            name##_n(n, w, row_bytes, n_rows, vec, out, 2);                                   \
     }
 
 /* Offsets: Q6_K's 32, Q4_0's 8, Q8_0's 128 (its bias); Q4_K's mins go through fs. */
@@ -606,10 +620,10 @@ static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K
                                                 NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
                                                 vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
-                                                vec_q4_02};
+                                                vec_q4_0n};
 static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
                                                 vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
-                                                vec_q8_02};
+                                                vec_q8_0n};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {

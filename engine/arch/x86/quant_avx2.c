@@ -69,9 +69,10 @@ static inline uint32_t load_u32(const uint8_t *p) {
 
 /* Software prefetch of the weight stream, PF_DIST bytes ahead (see quant_avx512.c): the
  * hardware prefetchers alone leave these kernels well short of the bus. Prefetches past
- * the end of a row are harmless hints. `lines` 64-byte lines from p + PF_DIST. */
+ * the end of a row are harmless hints. `lines` 64-byte lines from p + PF_DIST. Always inlined
+ * (see quant_avx512.c: GCC may delete calls to a function made only of prefetches). */
 #define PF_DIST PL_QUANT_PREFETCH_BYTES
-static inline void pf(const void *p, int lines) {
+static inline __attribute__((always_inline)) void pf(const void *p, int lines) {
 #pragma GCC unroll 8
     for (int l = 0; l < lines; l++)
         _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_T0);

@@ -65,9 +65,11 @@ static inline __m512i counts2(int c0, int c1) {
  * that spends a few cycles per cache line does not keep enough misses in flight on its own
  * for the hardware prefetchers to reach the bus limit. PF_DIST bytes ahead covers the
  * latency of ~1.5 KB at 15-20 GB/s per core; prefetches past the end of the row (or
- * buffer) are harmless hints: they never fault. `lines` 64-byte lines from p + PF_DIST. */
+ * buffer) are harmless hints: they never fault. `lines` 64-byte lines from p + PF_DIST.
+ * Always inlined: GCC 12 takes a function made only of prefetches for one without side
+ * effects and deletes calls to it that it did not inline (inside always_inline kernels). */
 #define PF_DIST PL_QUANT_PREFETCH_BYTES
-static inline void pf(const void *p, int lines) {
+static inline __attribute__((always_inline)) void pf(const void *p, int lines) {
 #pragma GCC unroll 8
     for (int l = 0; l < lines; l++)
         _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_T0);
@@ -629,15 +631,15 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     return sum;
 }
 
-/* Two tokens against one Q4_K row (a decode step of two or three sessions): the nibbles and
- * the scale vectors of each super-block are made once and serve both tokens; per token the
- * operations are vec_dot_q4_K_gv's, in its order (integer sums, then kq_step per super-block
- * with the same grouping), so out[t] is bit-identical to vec_dot_q4_K_gv(n, w, x[t]). */
-static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
-                                       const void *restrict x0, const void *restrict x1,
-                                       float out[2]) {
+/* NT tokens (2 or 3) against one Q4_K row (a decode step of several sessions): the nibbles
+ * and the scale vectors of each super-block are made once and serve every token; per token
+ * the operations are vec_dot_q4_K_gv's, in its order (integer sums, then kq_step per
+ * super-block with the same grouping), so out[t] is bit-identical to
+ * vec_dot_q4_K_gv(n, w, x[t]). NT is a constant after inlining. */
+static inline __attribute__((always_inline)) TARGET_GV void
+q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_K *b[2] = {x0, x1};
+    const struct pl_block_q8_K *b[3] = {x[0], x[1], NT > 2 ? x[2] : x[1]};
     const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);
     const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);
     const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);
@@ -646,10 +648,10 @@ static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
     const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
                                            _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
     const __mmask64 even = 0x5555555555555555ull;
-    float sum[2] = {0.0f, 0.0f};
+    float sum[3] = {0.0f, 0.0f, 0.0f};
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
-    /* super-block i for both tokens: ret_acc[t], ret_pm[t], ret_dd[t] */
+    /* super-block i for every token: ret_acc[t], ret_pm[t], ret_dd[t] */
 #define Q4K_GV2_SB(i, ret_acc, ret_pm, ret_dd)                                               \
     do {                                                                                      \
         pf(&a[i], 3);                                                                         \
@@ -665,7 +667,7 @@ static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
         const __m512i s3 = _mm512_maskz_permutexvar_epi8(even, sci3, v);                      \
         const __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi,                \
                                                           _mm512_castsi512_si256(v));         \
-        for (int t = 0; t < 2; t++) {                                                         \
+        _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) {                                \
             const int8_t *y = b[t][i].qs;                                                     \
             __m512i acc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                        \
                                                _mm512_maddubs_epi16(u0, load512(y)), s0);     \
@@ -680,21 +682,23 @@ static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
     } while (0)
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        __m512i acc[2][4];
-        __m256i pm[2][4];
-        float sc[2][8];
+        __m512i acc[3][4];
+        __m256i pm[3][4];
+        float sc[3][8];
         for (int k = 0; k < 4; k++) {
-            __m512i ak[2];
-            __m256i pk[2];
-            __m128 dk[2];
+            __m512i ak[3];
+            __m256i pk[3];
+            __m128 dk[3];
             Q4K_GV2_SB(i + k, ak, pk, dk);
-            for (int t = 0; t < 2; t++) {
+#pragma GCC unroll 3
+            for (int t = 0; t < NT; t++) {
                 acc[t][k] = ak[t];
                 pm[t][k] = pk[t];
                 _mm_storel_pi((__m64 *)(void *)(sc[t] + 2 * k), dk[t]);
             }
         }
-        for (int t = 0; t < 2; t++) {
+#pragma GCC unroll 3
+        for (int t = 0; t < NT; t++) {
             float f[8];
             reduce4_kq(acc[t], pm[t], f);
             for (int k = 0; k < 4; k++)
@@ -702,11 +706,12 @@ static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
         }
     }
     for (; i < nb; i++) {
-        __m512i ak[2];
-        __m256i pk[2];
-        __m128 dk[2];
+        __m512i ak[3];
+        __m256i pk[3];
+        __m128 dk[3];
         Q4K_GV2_SB(i, ak, pk, dk);
-        for (int t = 0; t < 2; t++) {
+#pragma GCC unroll 3
+        for (int t = 0; t < NT; t++) {
             int32_t isum, msum;
             hsum2_epi32(ak[t], pk[t], &isum, &msum);
             sum[t] = kq_step(sum[t], _mm_cvtss_f32(dk[t]), _mm_cvtss_f32(_mm_movehdup_ps(dk[t])),
@@ -714,8 +719,16 @@ static TARGET_GV void vec_dot2_q4_K_gv(int64_t n, const void *restrict w,
         }
     }
 #undef Q4K_GV2_SB
-    out[0] = sum[0];
-    out[1] = sum[1];
+    for (int t = 0; t < NT; t++)
+        out[t] = sum[t];
+}
+
+static TARGET_GV void vec_dotn_q4_K_gv(int64_t n, const void *restrict w, const void *const *x,
+                                       uint32_t nx, float *out) {
+    if (nx == 3)
+        q4_K_gv_n(n, w, x, out, 3);
+    else
+        q4_K_gv_n(n, w, x, out, 2);
 }
 
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
@@ -800,23 +813,24 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
     return sum;
 }
 
-/* Two tokens against one Q6_K row: the 6-bit values and scale vectors are made once; per
- * token vec_dot_q6_K's operations in its order, so out[t] is bit-identical to it. */
-static void vec_dot2_q6_K(int64_t n, const void *restrict w, const void *restrict x0,
-                          const void *restrict x1, float out[2]) {
+/* NT tokens (2 or 3) against one Q6_K row: the 6-bit values and scale vectors are made
+ * once; per token vec_dot_q6_K's operations in its order, so out[t] is bit-identical to it. */
+static inline __attribute__((always_inline)) void q6_K_n(int64_t n, const void *restrict w,
+                                                         const void *const *x, float *out,
+                                                         const int NT) {
     const struct pl_block_q6_K *a = w;
-    const struct pl_block_q8_K *b[2] = {x0, x1};
+    const struct pl_block_q8_K *b[3] = {x[0], x[1], NT > 2 ? x[2] : x[1]};
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i m3f = _mm512_set1_epi8(0x3F), qh_shift = counts2(0, 2);
     const struct perm16 P = perm16_load(perm_span8);
-    float sum[2] = {0.f, 0.f};
+    float sum[3] = {0.f, 0.f, 0.f};
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 4);
         __m256i sc16y = _mm256_cvtepi8_epi16(load128(a[i].scales));
         __m512i sc16 = _mm512_castsi256_si512(sc16y);
-        __m512i acc[2], acc1[2];
-        for (int t = 0; t < 2; t++) {
+        __m512i acc[3], acc1[3];
+        for (int t = 0; t < NT; t++) {
             acc[t] = _mm512_zextsi256_si512(_mm256_sub_epi32(
                 _mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[t][i].bsums), 5)));
             acc1[t] = _mm512_setzero_si512();
@@ -830,18 +844,26 @@ static void vec_dot2_q6_K(int64_t n, const void *restrict w, const void *restric
             u_b = _mm512_and_si512(u_b, m3f);
             const __m512i sa = _mm512_permutexvar_epi16(P.idx[2 * h], sc16);
             const __m512i sb = _mm512_permutexvar_epi16(P.idx[2 * h + 1], sc16);
-            for (int t = 0; t < 2; t++) {
+            for (int t = 0; t < NT; t++) {
                 acc[t] = dot_scaled(acc[t], u_a, load512(b[t][i].qs + 128 * h), sa);
                 acc1[t] = dot_scaled(acc1[t], u_b, load512(b[t][i].qs + 128 * h + 64), sb);
             }
         }
         const float d = h2f(a[i].d);
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < NT; t++)
             sum[t] = fmaf(d * b[t][i].d, (float)_mm512_reduce_add_epi32(
                                              _mm512_add_epi32(acc[t], acc1[t])), sum[t]);
     }
-    out[0] = sum[0];
-    out[1] = sum[1];
+    for (int t = 0; t < NT; t++)
+        out[t] = sum[t];
+}
+
+static void vec_dotn_q6_K(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,
+                          float *out) {
+    if (nx == 3)
+        q6_K_n(n, w, x, out, 3);
+    else
+        q6_K_n(n, w, x, out, 2);
 }
 
 static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
@@ -937,6 +959,6 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     table[PL_GGML_TYPE_Q4_K].vec_dot = have_gv ? vec_dot_q4_K_gv : vec_dot_q4_K;
     table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
     table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
-    table[PL_GGML_TYPE_Q4_K].vec_dot2 = have_gv ? vec_dot2_q4_K_gv : NULL;
-    table[PL_GGML_TYPE_Q6_K].vec_dot2 = vec_dot2_q6_K;
+    table[PL_GGML_TYPE_Q4_K].vec_dotn = have_gv ? vec_dotn_q4_K_gv : NULL;
+    table[PL_GGML_TYPE_Q6_K].vec_dotn = vec_dotn_q6_K;
 }

@@ -22,10 +22,12 @@ typedef void (*pl_quant_from_f32_fn)(const float *restrict src, void *restrict d
  * block scales and summed in float (Q4_1/Q5_1 add m * s of the Q8_1 block; K-quants
  * apply their mins through the Q8_K bsums). F32/F16/BF16 sum float products in double. */
 typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const void *restrict x);
-/* Two activation rows against one weight row: out[t] = vec_dot(n, w, x_t), bit for bit (the
- * weights are unpacked once for both: a decode step of two or three sessions). */
-typedef void (*pl_quant_vec_dot2_fn)(int64_t n, const void *restrict w, const void *restrict x0,
-                                     const void *restrict x1, float out[2]);
+/* nx activation rows (2 .. PL_QUANT_DOTN_MAX) against one weight row: out[t] =
+ * vec_dot(n, w, x[t]), bit for bit (the weights are unpacked once for all: a decode step of
+ * two or three sessions). */
+#define PL_QUANT_DOTN_MAX 3u
+typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const void *const *x,
+                                     uint32_t nx, float *out);
 
 /* How far ahead (bytes) the SIMD vec_dot kernels software-prefetch the weight stream;
  * benchmarks use the same distance in their read loop so that it stays an upper bound. */
@@ -36,7 +38,7 @@ struct pl_quant_kernels {
     pl_quant_from_f32_fn from_f32; /* NULL: no quantizer for this type */
     uint32_t vec_dot_type;         /* enum pl_ggml_type the activations must be in */
     pl_quant_vec_dot_fn vec_dot;   /* NULL: no dot product */
-    pl_quant_vec_dot2_fn vec_dot2; /* NULL: none (use vec_dot per token) */
+    pl_quant_vec_dotn_fn vec_dotn; /* NULL: none (use vec_dot per token) */
 };
 
 /* Detect CPU features and fill the dispatch table; idempotent and thread-safe. With the

@@ -295,7 +295,7 @@ static double magnitude(const struct type_info *ti, const uint8_t *w, const uint
  * only the documented 2-byte (4 for F32/Q8_K) alignment. */
 #define SLACK 64
 
-static int n_dot2_checked; /* vec_dot2 comparisons made (kernels that have one) */
+static int n_dotn_checked; /* vec_dotn comparisons made (kernels that have one) */
 
 static void check_dot(const char *isa, const char *variant, const struct type_info *ti) {
     const struct pl_quant_kernels *ref = pl_quant_kernels_ref(ti->type);
@@ -313,14 +313,16 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
     uint8_t *wbuf = aligned_alloc(64, (wbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *xbuf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *x2buf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
+    uint8_t *x3buf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *scratch = malloc(wbytes);
     assert_non_null(wbuf);
     assert_non_null(xbuf);
     assert_non_null(x2buf);
+    assert_non_null(x3buf);
     assert_non_null(scratch);
     /* 4-byte offset keeps Q8_K's float aligned; 2 would do for the others */
     uint8_t *w = wbuf + 4 + (ti->type == PL_GGML_TYPE_F32 ? 0 : 2) * (ti->size % 4 != 0);
-    uint8_t *x = xbuf + 4, *x2 = x2buf + 4;
+    uint8_t *x = xbuf + 4, *x2 = x2buf + 4, *x3 = x3buf + 4;
     for (int nb = 1; nb <= MAX_BLOCKS; nb++) {
         for (int trial = 0; trial < N_TRIALS; trial++) {
             enum mode m = (enum mode)(trial % _MODE_MAX);
@@ -341,16 +343,23 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
                          (double)want, fabs((double)got - (double)want), tol);
             if (m == MODE_ZERO && ti->block > 1)
                 assert_true(got == 0.f);
-            /* two tokens at once: each bit-identical to its own vec_dot */
-            if (k->vec_dot2) {
+            /* two and three tokens at once: each bit-identical to its own vec_dot */
+            if (k->vec_dotn) {
                 gen_acts(ref->vec_dot_type, (enum mode)((trial + 1) % _MODE_MAX), x2, n);
-                float two[2] = {NAN, NAN}, want2[2] = {got, k->vec_dot(n, w, x2)};
-                k->vec_dot2(n, w, x, x2, two);
-                if (memcmp(two, want2, sizeof(two)) != 0)
-                    fail_msg("%s/%s %s: n %lld trial %d: vec_dot2 %.9g %.9g, vec_dot %.9g %.9g",
-                             isa, variant, ti->name, (long long)n, trial, (double)two[0],
-                             (double)two[1], (double)want2[0], (double)want2[1]);
-                n_dot2_checked++;
+                gen_acts(ref->vec_dot_type, (enum mode)((trial + 2) % _MODE_MAX), x3, n);
+                const void *xs[3] = {x, x2, x3};
+                const float want3[3] = {got, k->vec_dot(n, w, x2), k->vec_dot(n, w, x3)};
+                for (uint32_t nx = 2; nx <= PL_QUANT_DOTN_MAX; nx++) {
+                    float many[3] = {NAN, NAN, NAN};
+                    k->vec_dotn(n, w, xs, nx, many);
+                    if (memcmp(many, want3, nx * sizeof(float)) != 0)
+                        fail_msg("%s/%s %s: n %lld trial %d: vec_dotn(%u) %.9g %.9g %.9g, "
+                                 "vec_dot %.9g %.9g %.9g",
+                                 isa, variant, ti->name, (long long)n, trial, nx,
+                                 (double)many[0], (double)many[1], (double)many[2],
+                                 (double)want3[0], (double)want3[1], (double)want3[2]);
+                    n_dotn_checked++;
+                }
             }
         }
     }
@@ -359,6 +368,7 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
     free(wbuf);
     free(xbuf);
     free(x2buf);
+    free(x3buf);
     free(scratch);
 }
 
@@ -380,10 +390,10 @@ static void test_vec_dot_matches_reference(void **state) {
             for (size_t t = 0; t < N_TYPES; t++)
                 check_dot(isas[s], *v, &types[t]);
     }
-    /* AVX-512 with GFNI+VBMI has two-token Q4_K and Q6_K kernels */
+    /* AVX-512 with GFNI+VBMI has multi-token Q4_K and Q6_K kernels */
     const char *const *v = pl_quant_x86_variants("avx512");
     if (pl_quant_x86_supported("avx512") && v && v[1])
-        assert_true(n_dot2_checked > 0);
+        assert_true(n_dotn_checked > 0);
 }
 
 /* ---- from_f32 bit-identical to the reference ---- */
