@@ -36,6 +36,9 @@
 /* Batches of fewer entries run "private": see pl_ctx.th_xb. */
 #define PRIV (PL_MM_MIN_TILED_TOK - 1u)
 _Static_assert(PL_MM_MIN_TILED_TOK == PL_CTX_BATCHED_MIN, "engine_model.h promises this");
+/* A private batch's half tile (prep_act) fits in the room of its PRIV decode vectors, and
+ * the multi-token decode kernels take any private batch in one call. */
+_Static_assert(PRIV >= PL_MM_HALF && PRIV <= PL_QUANT_DOTN_MAX, "private batch sizes");
 
 /* Matrix products per forward run, at most: per layer Q, K, V, O, gate, up, down; output. */
 #define MM_PER_LAYER 7u
@@ -169,9 +172,13 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
                      size_t src_stride, uint32_t n_tok, uint32_t lo, uint32_t hi, uint32_t ith,
                      struct pl_mm_act *ret) {
     const struct pl_mm_tile_kernel *tk = tile_kernel(w);
-    if (tk && is_private(n_tok) && tk->dec)
+    /* Small batches: decode vectors (the kernel's decode path), or one half tile when the
+     * kernel's products are cheap enough for this many tokens (vec_max, matmul.h). */
+    const bool half = tk && is_private(n_tok) && tk->rows8 && tk->vec_max &&
+                      n_tok > tk->vec_max;
+    if (tk && is_private(n_tok) && !half && tk->dec)
         tk = tk->dec; /* the kernel's decode path */
-    if (tk && is_private(n_tok) && !tk->vec_rows)
+    if (tk && is_private(n_tok) && !half && !tk->vec_rows)
         tk = NULL; /* decode by per-row dot products (matmul.h) */
     *ret = (struct pl_mm_act){.xq = c->xq, .stride = c->xq_stride, .tk = tk,
                               .tiles = c->tiles, .tile_bytes = c->tile_bytes, .n_tok = n_tok};
@@ -180,19 +187,23 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
         uint8_t *vec = c->th_vec + (size_t)ith * PRIV * c->vec_bytes;
         ret->xq = xq;
         ret->tiles = vec;
-        ret->tile_bytes = c->vec_bytes;
+        ret->tile_bytes = half ? pl_mm_lay_bytes(w->n_cols, PL_MM_HALF) : c->vec_bytes;
+        ret->slots = half ? PL_MM_HALF : 1;
         if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
             ret->xq = (const uint8_t *)src;
             ret->stride = src_stride * sizeof(float);
             return;
         }
         for (uint32_t t = 0; t < n_tok; t++) {
-            w->vk->from_f32(src + (size_t)t * src_stride, xq + (size_t)t * c->xq_stride,
-                            w->n_cols);
-            if (tk)
-                tk->prep(xq + (size_t)t * c->xq_stride, w->n_cols,
-                         vec + (size_t)t * c->vec_bytes, 1, 0);
+            uint8_t *xt = xq + (size_t)t * c->xq_stride;
+            w->vk->from_f32(src + (size_t)t * src_stride, xt, w->n_cols);
+            if (half) /* this thread's own half tile: PRIV vectors' room holds it */
+                tk->prep(xt, w->n_cols, vec, PL_MM_HALF, t);
+            else if (tk)
+                tk->prep(xt, w->n_cols, vec + (size_t)t * c->vec_bytes, 1, 0);
         }
+        for (uint32_t t = n_tok; half && t < PL_MM_HALF; t++)
+            pl_mm_lay_clear(w->n_cols, vec, PL_MM_HALF, t);
         return;
     }
     if (w->k->vec_dot_type == PL_GGML_TYPE_F32) {
@@ -200,7 +211,7 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
         ret->stride = src_stride * sizeof(float);
         return;
     }
-    if (tk && tk->rows8 && n_tok <= PL_MM_HALF) {
+    if (tk && tk->rows8 && n_tok <= PL_MM_HALF) { /* unreached while PRIV >= PL_MM_HALF */
         /* One half tile: a few tokens (the decode step of several sessions) do not pay for
          * the 8 empty lanes of a full tile. */
         ret->slots = PL_MM_HALF;

@@ -156,7 +156,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const uint8_t *wd = w->data;
     const uint32_t n_tok = act->n_tok;
 
-    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
+    if (act->tk && act->slots == 1 && act->tk->vec_rows) {
         /* all tokens in one vec_rowsn call where the kernel has it, else one by one */
         float tmp[PL_MM_MIN_TILED_TOK][ROW_BLOCK];
         const uint8_t *vec[PL_MM_MIN_TILED_TOK];
@@ -181,7 +181,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         }
         return;
     }
-    if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
+    if (act->tk && act->slots != 1) {
         float tmp[TILE_BLOCK_MAX * PL_MM_ROWS_MAX * PL_MM_TILE];
         const uint32_t ts = act->slots == PL_MM_HALF ? PL_MM_HALF : PL_MM_TILE;
         const pl_mm_rows_fn rows = ts == PL_MM_HALF ? act->tk->rows8 : act->tk->rows;
@@ -241,7 +241,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const uint32_t n_tok = act->n_tok;
     const size_t rb = gate->row_bytes;
 
-    if (act->tk && n_tok < PL_MM_MIN_TILED_TOK && act->tk->vec_rows) {
+    if (act->tk && act->slots == 1 && act->tk->vec_rows) {
         /* as pl_matmul_rows(): all tokens in one vec_rowsn call where the kernel has it */
         float tg[PL_MM_MIN_TILED_TOK][ROW_BLOCK], tu[PL_MM_MIN_TILED_TOK][ROW_BLOCK];
         const uint8_t *vec[PL_MM_MIN_TILED_TOK];
@@ -270,7 +270,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         }
         return;
     }
-    if (act->tk && n_tok >= PL_MM_MIN_TILED_TOK) {
+    if (act->tk && act->slots != 1) {
         float tg[TILE_BLOCK_MAX * PL_MM_ROWS_MAX * PL_MM_TILE];
         float tu[TILE_BLOCK_MAX * PL_MM_ROWS_MAX * PL_MM_TILE];
         const uint32_t ts = act->slots == PL_MM_HALF ? PL_MM_HALF : PL_MM_TILE;

@@ -15,7 +15,7 @@
 struct pl_weight;
 
 #define PL_MM_TILE 16u          /* tokens per activation tile */
-#define PL_MM_MIN_TILED_TOK 4u  /* fewer tokens: one vector layout per token (decode) */
+#define PL_MM_MIN_TILED_TOK 9u  /* fewer tokens: decode vectors, or one half tile (vec_max) */
 #define PL_MM_HALF 8u           /* at most this many: one half tile (rows8), e.g. the decode
                                    step of several sessions, without 8 empty lanes */
 #define PL_MM_ROWS 4u           /* weight rows per call of the AVX-512 kernels' rows() */
@@ -68,6 +68,11 @@ struct pl_mm_tile_kernel {
      * bit-identical to vec_rows() per vector (each row unpacked once for all). NULL: none. */
     void (*vec_rowsn)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
                       const uint8_t *const *vec, uint32_t nv, float *const *out);
+    /* Batches of up to this many tokens take the decode path (one vector per token, or the
+     * per-row dot products), larger ones below PL_MM_MIN_TILED_TOK one half tile (rows8):
+     * AMX products are cheap enough to win from a few tokens on. 0: PL_MM_MIN_TILED_TOK - 1
+     * (the decode path for every batch below the tiles). */
+    uint32_t vec_max;
 };
 
 /* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's
@@ -144,7 +149,9 @@ struct pl_mm_act {
     const uint8_t *tiles;
     size_t tile_bytes;
     uint32_t n_tok;
-    uint32_t slots; /* slots per tile: PL_MM_TILE (also when 0) or PL_MM_HALF (tk->rows8) */
+    /* slots per tile: PL_MM_TILE (also when 0) or PL_MM_HALF (tk->rows8); 1: one decode
+     * vector per token (tk->vec_rows / vec_rowsn) */
+    uint32_t slots;
 };
 
 /* out[t * out_stride + r] (+)= w[r] . act[t] (+ bias[r]) for r in [r_lo, r_hi), every t.

@@ -317,11 +317,15 @@ DEFINE_AMX_ROWS(rows8_q6_K, 256, PL_MM_HALF, unpack_q6_K, 0, sizeof(struct pl_bl
 
 /* ---- The kernel table ---- */
 
-/* The decode paths (dec) are linked by pl_mm_amx_init. */
+/* The decode paths (dec) are linked by pl_mm_amx_init. Steps of up to AMX_VEC_MAX tokens
+ * take them (one pass of the multi-token dot products over the weights), larger ones a half
+ * tile here (TinyLlama Q4_K_M, 2 threads, step ms at 4 / 5 / 8 tokens: dot products 37.0 /
+ * 44.9 / 68.7, AMX 41.6 / 45.4 / 43). */
+#define AMX_VEC_MAX 4u
 static struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q4_K, rows_q4_K,
-                                          NULL, rows8_q4_K, AMX_ROWS, NULL, NULL};
+                                          NULL, rows8_q4_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX};
 static struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q6_K, rows_q6_K,
-                                          NULL, rows8_q6_K, AMX_ROWS, NULL, NULL};
+                                          NULL, rows8_q6_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX};
 
 void pl_mm_amx_init(void) {
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "pl/engine_quant.h"
 #include "quant_blocks.h"
 #include "pl/engine_types.h"
 
@@ -551,20 +552,20 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             out[r] = a0;                                                                      \
         }                                                                                     \
     }                                                                                         \
-    /* NT tokens (vectors vec[t], 2 or 3; NT constant after inlining): each super-block of a \
+    /* NT tokens (vectors vec[t], 2 .. 4; NT constant after inlining): each super-block of a \
      * row pair unpacked once for all; per token name()'s operations, so out[t] is          \
      * bit-identical to name()'s. */                                                          \
     static inline __attribute__((always_inline)) void name##_n(                               \
         int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,                       \
         const uint8_t *const *vec, float *const *out, const int NT) {                         \
         const int64_t n_sb = n / 256;                                                         \
-        uint8_t *v[3];                                                                        \
+        uint8_t *v[PL_QUANT_DOTN_MAX];                                                        \
         for (int t = 0; t < NT; t++)                                                          \
             v[t] = (uint8_t *)(uintptr_t)vec[t];                                              \
         uint32_t r = 0;                                                                       \
         for (; r + 2 <= n_rows; r += 2) {                                                     \
             const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
-            __m512 acc[3];                                                                    \
+            __m512 acc[PL_QUANT_DOTN_MAX];                                                    \
             for (int t = 0; t < NT; t++)                                                      \
                 acc[t] = _mm512_setzero_ps();                                                 \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
@@ -582,7 +583,7 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         }                                                                                     \
         for (; r < n_rows; r++) {                                                             \
             const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
-            float a[3] = {0.0f, 0.0f, 0.0f};                                                  \
+            float a[PL_QUANT_DOTN_MAX] = {0.0f};                                              \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0;                                                           \
                 name##_u(r0, s, row_bytes, &u0);                                              \
@@ -595,10 +596,15 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
     }                                                                                         \
     static void name##n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
                         const uint8_t *const *vec, uint32_t nv, float *const *out) {          \
-        if (nv == 3)                                                                          \
-            name##_n(n, w, row_bytes, n_rows, vec, out, 3);                                   \
-        else                                                                                  \
-            name##_n(n, w, row_bytes, n_rows, vec, out, 2);                                   \
+        switch (nv) {                                                                         \
+        case 8: name##_n(n, w, row_bytes, n_rows, vec, out, 8); break;                        \
+        case 7: name##_n(n, w, row_bytes, n_rows, vec, out, 7); break;                        \
+        case 6: name##_n(n, w, row_bytes, n_rows, vec, out, 6); break;                        \
+        case 5: name##_n(n, w, row_bytes, n_rows, vec, out, 5); break;                        \
+        case 4: name##_n(n, w, row_bytes, n_rows, vec, out, 4); break;                        \
+        case 3: name##_n(n, w, row_bytes, n_rows, vec, out, 3); break;                        \
+        default: name##_n(n, w, row_bytes, n_rows, vec, out, 2); break;                       \
+        }                                                                                     \
     }
 
 /* Offsets: Q6_K's 32, Q4_0's 8, Q8_0's 128 (its bias); Q4_K's mins go through fs. */
@@ -615,15 +621,15 @@ DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 7, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL};
+                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL, 0};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL};
+                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL, 0};
 static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
                                                 vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
-                                                vec_q4_0n};
+                                                vec_q4_0n, 0};
 static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
                                                 vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
-                                                vec_q8_0n};
+                                                vec_q8_0n, 0};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {

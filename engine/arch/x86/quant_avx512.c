@@ -631,7 +631,7 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     return sum;
 }
 
-/* NT tokens (2 or 3) against one Q4_K row (a decode step of several sessions): the nibbles
+/* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q4_K row (a decode step of several sessions): the nibbles
  * and the scale vectors of each super-block are made once and serve every token; per token
  * the operations are vec_dot_q4_K_gv's, in its order (integer sums, then kq_step per
  * super-block with the same grouping), so out[t] is bit-identical to
@@ -639,7 +639,9 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
 static inline __attribute__((always_inline)) TARGET_GV void
 q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_K *b[3] = {x[0], x[1], NT > 2 ? x[2] : x[1]};
+    const struct pl_block_q8_K *b[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++)
+        b[t] = x[t];
     const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);
     const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);
     const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);
@@ -648,7 +650,7 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
     const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
                                            _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
     const __mmask64 even = 0x5555555555555555ull;
-    float sum[3] = {0.0f, 0.0f, 0.0f};
+    float sum[PL_QUANT_DOTN_MAX] = {0.0f};
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
     /* super-block i for every token: ret_acc[t], ret_pm[t], ret_dd[t] */
@@ -667,7 +669,7 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
         const __m512i s3 = _mm512_maskz_permutexvar_epi8(even, sci3, v);                      \
         const __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi,                \
                                                           _mm512_castsi512_si256(v));         \
-        _Pragma("GCC unroll 3") for (int t = 0; t < NT; t++) {                                \
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {                                \
             const int8_t *y = b[t][i].qs;                                                     \
             __m512i acc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                        \
                                                _mm512_maddubs_epi16(u0, load512(y)), s0);     \
@@ -682,22 +684,22 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
     } while (0)
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        __m512i acc[3][4];
-        __m256i pm[3][4];
-        float sc[3][8];
+        __m512i acc[PL_QUANT_DOTN_MAX][4];
+        __m256i pm[PL_QUANT_DOTN_MAX][4];
+        float sc[PL_QUANT_DOTN_MAX][8];
         for (int k = 0; k < 4; k++) {
-            __m512i ak[3];
-            __m256i pk[3];
-            __m128 dk[3];
+            __m512i ak[PL_QUANT_DOTN_MAX];
+            __m256i pk[PL_QUANT_DOTN_MAX];
+            __m128 dk[PL_QUANT_DOTN_MAX];
             Q4K_GV2_SB(i + k, ak, pk, dk);
-#pragma GCC unroll 3
+#pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
                 acc[t][k] = ak[t];
                 pm[t][k] = pk[t];
                 _mm_storel_pi((__m64 *)(void *)(sc[t] + 2 * k), dk[t]);
             }
         }
-#pragma GCC unroll 3
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             float f[8];
             reduce4_kq(acc[t], pm[t], f);
@@ -706,11 +708,11 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
         }
     }
     for (; i < nb; i++) {
-        __m512i ak[3];
-        __m256i pk[3];
-        __m128 dk[3];
+        __m512i ak[PL_QUANT_DOTN_MAX];
+        __m256i pk[PL_QUANT_DOTN_MAX];
+        __m128 dk[PL_QUANT_DOTN_MAX];
         Q4K_GV2_SB(i, ak, pk, dk);
-#pragma GCC unroll 3
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             int32_t isum, msum;
             hsum2_epi32(ak[t], pk[t], &isum, &msum);
@@ -725,10 +727,15 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
 
 static TARGET_GV void vec_dotn_q4_K_gv(int64_t n, const void *restrict w, const void *const *x,
                                        uint32_t nx, float *out) {
-    if (nx == 3)
-        q4_K_gv_n(n, w, x, out, 3);
-    else
-        q4_K_gv_n(n, w, x, out, 2);
+    switch (nx) {
+    case 8: q4_K_gv_n(n, w, x, out, 8); break;
+    case 7: q4_K_gv_n(n, w, x, out, 7); break;
+    case 6: q4_K_gv_n(n, w, x, out, 6); break;
+    case 5: q4_K_gv_n(n, w, x, out, 5); break;
+    case 4: q4_K_gv_n(n, w, x, out, 4); break;
+    case 3: q4_K_gv_n(n, w, x, out, 3); break;
+    default: q4_K_gv_n(n, w, x, out, 2); break;
+    }
 }
 
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
@@ -813,23 +820,25 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
     return sum;
 }
 
-/* NT tokens (2 or 3) against one Q6_K row: the 6-bit values and scale vectors are made
+/* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q6_K row: the 6-bit values and scale vectors are made
  * once; per token vec_dot_q6_K's operations in its order, so out[t] is bit-identical to it. */
 static inline __attribute__((always_inline)) void q6_K_n(int64_t n, const void *restrict w,
                                                          const void *const *x, float *out,
                                                          const int NT) {
     const struct pl_block_q6_K *a = w;
-    const struct pl_block_q8_K *b[3] = {x[0], x[1], NT > 2 ? x[2] : x[1]};
+    const struct pl_block_q8_K *b[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++)
+        b[t] = x[t];
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i m3f = _mm512_set1_epi8(0x3F), qh_shift = counts2(0, 2);
     const struct perm16 P = perm16_load(perm_span8);
-    float sum[3] = {0.f, 0.f, 0.f};
+    float sum[PL_QUANT_DOTN_MAX] = {0.f};
     assert(n % PL_QK_K == 0);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 4);
         __m256i sc16y = _mm256_cvtepi8_epi16(load128(a[i].scales));
         __m512i sc16 = _mm512_castsi256_si512(sc16y);
-        __m512i acc[3], acc1[3];
+        __m512i acc[PL_QUANT_DOTN_MAX], acc1[PL_QUANT_DOTN_MAX];
         for (int t = 0; t < NT; t++) {
             acc[t] = _mm512_zextsi256_si512(_mm256_sub_epi32(
                 _mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[t][i].bsums), 5)));
@@ -860,10 +869,15 @@ static inline __attribute__((always_inline)) void q6_K_n(int64_t n, const void *
 
 static void vec_dotn_q6_K(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,
                           float *out) {
-    if (nx == 3)
-        q6_K_n(n, w, x, out, 3);
-    else
-        q6_K_n(n, w, x, out, 2);
+    switch (nx) {
+    case 8: q6_K_n(n, w, x, out, 8); break;
+    case 7: q6_K_n(n, w, x, out, 7); break;
+    case 6: q6_K_n(n, w, x, out, 6); break;
+    case 5: q6_K_n(n, w, x, out, 5); break;
+    case 4: q6_K_n(n, w, x, out, 4); break;
+    case 3: q6_K_n(n, w, x, out, 3); break;
+    default: q6_K_n(n, w, x, out, 2); break;
+    }
 }
 
 static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {

@@ -120,7 +120,7 @@ void pl_ctx_free(struct pl_ctx *c);
  * flip a near-tie in greedy sampling. pl_ctx_decode() never cuts a batch of at least this
  * many entries into a piece shorter than it, so a prompt gives the same logits however the
  * caller splits it into calls, as long as every call has at least this many entries. */
-#define PL_CTX_BATCHED_MIN 4u
+#define PL_CTX_BATCHED_MIN 9u
 
 /* One batched forward step. Entry i feeds token[i] at position pos[i] of sequence seq[i];
  * a sequence's positions must continue what its KV cache holds (pos == current length +

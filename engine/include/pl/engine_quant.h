@@ -24,8 +24,8 @@ typedef void (*pl_quant_from_f32_fn)(const float *restrict src, void *restrict d
 typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const void *restrict x);
 /* nx activation rows (2 .. PL_QUANT_DOTN_MAX) against one weight row: out[t] =
  * vec_dot(n, w, x[t]), bit for bit (the weights are unpacked once for all: a decode step of
- * two or three sessions). */
-#define PL_QUANT_DOTN_MAX 3u
+ * a few sessions). */
+#define PL_QUANT_DOTN_MAX 8u
 typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const void *const *x,
                                      uint32_t nx, float *out);
 

@@ -127,6 +127,7 @@ static void acts_make(struct acts *a, const struct pl_weight *w, uint32_t n_tok)
                 pl_mm_tile_clear(n, tile, t % PL_MM_TILE);
         }
     } else {
+        a->act.slots = 1;
         a->act.tile_bytes = (pl_mm_lay_bytes(n, 1) + 63) & ~(size_t)63; /* as forward.c */
         a->tiles = aligned_alloc(64, a->act.tile_bytes * n_tok);
         assert_non_null(a->tiles);
@@ -167,6 +168,7 @@ struct shape {
 static const struct shape k_shapes[] = {
     {256, 13, 5, 1},     /* one tile, partial; row groups of 4 + 3 + ... */
     {512, 9, 2, 0},      /* decode vectors */
+    {512, 10, 4, 1},     /* decode vectors, four tokens in one pass */
     {256, 7, 3, 1},      /* decode vectors of one super-block, 64-byte aligned slots */
     {2048, 38, 33, 2},   /* 3 tiles, last one partial */
     {6400, 11, 70, 0},   /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
@@ -192,33 +194,40 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
         out[i] = 1000.0f + (float)(i % 7);
     pl_matmul_rows(&m.w, &a.act, out, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
                    sh->rows);
-    if (a.act.tk && a.act.tk->rows8 && sh->n_tok >= PL_MM_MIN_TILED_TOK &&
-        sh->n_tok <= PL_MM_HALF) {
-        /* The same tokens in one half tile: bit-identical to the full tile (matmul.h). */
-        const size_t hb = (pl_mm_lay_bytes(sh->n, PL_MM_HALF) + 63) & ~(size_t)63;
-        uint8_t *half = aligned_alloc(64, hb);
-        float *out2 = malloc(sizeof(float) * (size_t)stride * sh->n_tok);
-        assert_non_null(half);
-        assert_non_null(out2);
-        for (uint32_t t = 0; t < PL_MM_HALF; t++) {
-            if (t < sh->n_tok)
-                a.act.tk->prep(a.xq + (size_t)t * m.w.act_row_bytes, sh->n, half, PL_MM_HALF,
-                               t);
-            else
-                pl_mm_lay_clear(sh->n, half, PL_MM_HALF, t);
+    const struct pl_mm_tile_kernel *tk = pl_mm_tile_kernel(type, sh->n);
+    if (tk && sh->n_tok <= PL_MM_HALF) {
+        /* The same tokens in one full tile and in one half tile (what a kernel with vec_max
+         * takes for such batches): bit-identical to each other and to the decode path above
+         * (matmul.h). */
+        for (uint32_t slots = PL_MM_HALF; slots <= PL_MM_TILE; slots *= 2) {
+            if (slots == PL_MM_HALF && !tk->rows8)
+                continue;
+            const size_t lb = (pl_mm_lay_bytes(sh->n, slots) + 63) & ~(size_t)63;
+            uint8_t *lay = aligned_alloc(64, lb);
+            float *out2 = malloc(sizeof(float) * (size_t)stride * sh->n_tok);
+            assert_non_null(lay);
+            assert_non_null(out2);
+            for (uint32_t t = 0; t < slots; t++) {
+                if (t < sh->n_tok)
+                    tk->prep(a.xq + (size_t)t * m.w.act_row_bytes, sh->n, lay, slots, t);
+                else
+                    pl_mm_lay_clear(sh->n, lay, slots, t);
+            }
+            struct pl_mm_act h = a.act;
+            h.tk = tk;
+            h.tiles = lay;
+            h.tile_bytes = lb;
+            h.slots = slots;
+            for (size_t i = 0; i < (size_t)stride * sh->n_tok; i++)
+                out2[i] = 1000.0f + (float)(i % 7);
+            pl_matmul_rows(&m.w, &h, out2, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
+                           sh->rows);
+            if (memcmp(out2, out, sizeof(float) * (size_t)stride * sh->n_tok) != 0)
+                fail_msg("type %u n %u tokens %u: a tile of %u slots differs from the decode "
+                         "path", type, sh->n, sh->n_tok, slots);
+            free(out2);
+            free(lay);
         }
-        struct pl_mm_act h = a.act;
-        h.tiles = half;
-        h.tile_bytes = hb;
-        h.slots = PL_MM_HALF;
-        for (size_t i = 0; i < (size_t)stride * sh->n_tok; i++)
-            out2[i] = 1000.0f + (float)(i % 7);
-        pl_matmul_rows(&m.w, &h, out2, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
-                       sh->rows);
-        if (memcmp(out2, out, sizeof(float) * (size_t)stride * sh->n_tok) != 0)
-            fail_msg("type %u n %u: half tile differs from the full tile", type, sh->n);
-        free(out2);
-        free(half);
     }
     if (sh->n_tok >= 2 && sh->n_tok < PL_MM_MIN_TILED_TOK) {
         /* Decode of several tokens (tokens in pairs where the kernel has a two-token form):

@@ -312,17 +312,17 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
     /* aligned_alloc wants a multiple of the alignment */
     uint8_t *wbuf = aligned_alloc(64, (wbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *xbuf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
-    uint8_t *x2buf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
-    uint8_t *x3buf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
+    /* the other tokens of vec_dotn: PL_QUANT_DOTN_MAX - 1 rows, xstride apart */
+    const size_t xstride = (xbytes + 2 * SLACK - 1) / SLACK * SLACK;
+    uint8_t *xnbuf = aligned_alloc(64, xstride * (PL_QUANT_DOTN_MAX - 1));
     uint8_t *scratch = malloc(wbytes);
     assert_non_null(wbuf);
     assert_non_null(xbuf);
-    assert_non_null(x2buf);
-    assert_non_null(x3buf);
+    assert_non_null(xnbuf);
     assert_non_null(scratch);
     /* 4-byte offset keeps Q8_K's float aligned; 2 would do for the others */
     uint8_t *w = wbuf + 4 + (ti->type == PL_GGML_TYPE_F32 ? 0 : 2) * (ti->size % 4 != 0);
-    uint8_t *x = xbuf + 4, *x2 = x2buf + 4, *x3 = x3buf + 4;
+    uint8_t *x = xbuf + 4, *xn = xnbuf + 4;
     for (int nb = 1; nb <= MAX_BLOCKS; nb++) {
         for (int trial = 0; trial < N_TRIALS; trial++) {
             enum mode m = (enum mode)(trial % _MODE_MAX);
@@ -343,21 +343,29 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
                          (double)want, fabs((double)got - (double)want), tol);
             if (m == MODE_ZERO && ti->block > 1)
                 assert_true(got == 0.f);
-            /* two and three tokens at once: each bit-identical to its own vec_dot */
+            /* 2 .. PL_QUANT_DOTN_MAX tokens at once: each bit-identical to its own vec_dot */
             if (k->vec_dotn) {
-                gen_acts(ref->vec_dot_type, (enum mode)((trial + 1) % _MODE_MAX), x2, n);
-                gen_acts(ref->vec_dot_type, (enum mode)((trial + 2) % _MODE_MAX), x3, n);
-                const void *xs[3] = {x, x2, x3};
-                const float want3[3] = {got, k->vec_dot(n, w, x2), k->vec_dot(n, w, x3)};
+                const void *xs[PL_QUANT_DOTN_MAX];
+                float want_n[PL_QUANT_DOTN_MAX];
+                xs[0] = x;
+                want_n[0] = got;
+                for (uint32_t t = 1; t < PL_QUANT_DOTN_MAX; t++) {
+                    uint8_t *xt = xn + (size_t)(t - 1) * xstride;
+                    gen_acts(ref->vec_dot_type, (enum mode)((trial + t) % _MODE_MAX), xt, n);
+                    xs[t] = xt;
+                    want_n[t] = k->vec_dot(n, w, xt);
+                }
                 for (uint32_t nx = 2; nx <= PL_QUANT_DOTN_MAX; nx++) {
-                    float many[3] = {NAN, NAN, NAN};
+                    float many[PL_QUANT_DOTN_MAX];
+                    for (uint32_t t = 0; t < PL_QUANT_DOTN_MAX; t++)
+                        many[t] = NAN;
                     k->vec_dotn(n, w, xs, nx, many);
-                    if (memcmp(many, want3, nx * sizeof(float)) != 0)
-                        fail_msg("%s/%s %s: n %lld trial %d: vec_dotn(%u) %.9g %.9g %.9g, "
-                                 "vec_dot %.9g %.9g %.9g",
-                                 isa, variant, ti->name, (long long)n, trial, nx,
-                                 (double)many[0], (double)many[1], (double)many[2],
-                                 (double)want3[0], (double)want3[1], (double)want3[2]);
+                    for (uint32_t t = 0; t < nx; t++)
+                        if (memcmp(&many[t], &want_n[t], sizeof(float)) != 0)
+                            fail_msg("%s/%s %s: n %lld trial %d: vec_dotn(%u) token %u %.9g, "
+                                     "vec_dot %.9g",
+                                     isa, variant, ti->name, (long long)n, trial, nx, t,
+                                     (double)many[t], (double)want_n[t]);
                     n_dotn_checked++;
                 }
             }
@@ -367,8 +375,7 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
     assert_true(k->vec_dot(0, w, x) == 0.f);
     free(wbuf);
     free(xbuf);
-    free(x2buf);
-    free(x3buf);
+    free(xnbuf);
     free(scratch);
 }
 
