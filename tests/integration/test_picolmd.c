@@ -216,7 +216,8 @@ static void test_eight_concurrent_greedy_clients_match_in_process(void **state) 
 
 /* The same on quantized models whose matrices go through the tiled kernels (AMX or AVX-512
  * where the CPU has them): a token's logits must not depend on how many other sessions share
- * its step (4+ tokens: tiles; fewer: the decode kernels). Q4_K + Q6_K, Q8_0 (tied output),
+ * its step (up to 8 tokens: the multi-token decode kernels, or AMX half tiles from 5; more:
+ * tiles). Q4_K + Q6_K, Q8_0 (tied output),
  * Q4_0. */
 static char test_data[4096];
 

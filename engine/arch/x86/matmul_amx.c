@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Tiled matrix x matrix kernels with AMX-INT8 (see engine/src/matmul.h) for Q4_K and Q6_K
- * weights, for batches of 4 tokens or more: prefill tiles and the decode step of several
- * sessions. One call takes 16 weight rows.
+ * weights, for batches of more than AMX_VEC_MAX (4) tokens: prefill tiles and the decode
+ * step of five or more sessions. One call takes 16 weight rows.
  *
  * The sub-block scales are folded into the weights: each element becomes the integer
  * w = scale x q (Q4_K: 0..945; Q6_K: scale x (q - 32), -8128..8001), split into its low
@@ -26,8 +26,8 @@
  *
  * Per token the operations do not depend on the other tokens of the tile, nor on how many
  * there are: full tiles (16 tokens, 512-bit float vectors) and half tiles (8 tokens,
- * 256-bit) give bit-identical results. Decode vectors (1-3 tokens) use the AVX-512 kernels'
- * decode path (the `dec` kernel). Compiled with -mamx-tile -mamx-int8 and AVX-512; matmul.c
+ * 256-bit) give bit-identical results. Steps of up to AMX_VEC_MAX tokens use the AVX-512
+ * kernels' decode path (the `dec` kernel), bit-identical too. Compiled with -mamx-tile -mamx-int8 and AVX-512; matmul.c
  * calls it only on CPUs with AMX-INT8 whose kernel granted this process the tile state
  * (arch_prctl ARCH_REQ_XCOMP_PERM). */
 #include <immintrin.h>

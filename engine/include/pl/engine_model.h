@@ -116,10 +116,12 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
 void pl_ctx_free(struct pl_ctx *c);
 
 /* Runs of at least PL_CTX_BATCHED_MIN entries go through the batched (prefill) kernels,
- * shorter ones through the decode kernels; the two agree only to float rounding, which can
- * flip a near-tie in greedy sampling. pl_ctx_decode() never cuts a batch of at least this
- * many entries into a piece shorter than it, so a prompt gives the same logits however the
- * caller splits it into calls, as long as every call has at least this many entries. */
+ * shorter ones through the decode kernels. For the types with tiled kernels (Q4_0, Q8_0,
+ * Q4_K, Q6_K on AVX-512 / AMX) the two give bit-identical logits; elsewhere a batch is a
+ * series of decode products anyway. pl_ctx_decode() still never cuts a batch of at least
+ * this many entries into a piece shorter than it, so a prompt gives the same logits however
+ * the caller splits it into calls, as long as every call has at least this many entries,
+ * whatever kernels a future CPU gets. */
 #define PL_CTX_BATCHED_MIN 9u
 
 /* One batched forward step. Entry i feeds token[i] at position pos[i] of sequence seq[i];

@@ -54,8 +54,9 @@ const struct pl_quant_kernels *pl_quant_kernels(uint32_t t);
 const struct pl_quant_kernels *pl_quant_kernels_ref(uint32_t t);
 /* Name of the kernel set in use: "scalar", "avx2", "avx512", "neon", "neon-dotprod". */
 const char *pl_quant_isa(void);
-/* Name of the tiled matrix-product kernels the forward pass uses for batches of 4+ tokens:
- * "amx" (AMX-INT8, for Q4_K and Q6_K; the others on AVX-512), "avx512", or "none". */
+/* Name of the tiled matrix-product kernels the forward pass uses for batches of 9+ tokens
+ * (AMX: 5+): "amx" (AMX-INT8, for Q4_K and Q6_K; the others on AVX-512), "avx512", or
+ * "none". */
 const char *pl_quant_tile_isa(void);
 
 /* Whether the environment lets the engine use kernels of the set named isa (every SIMD

@@ -610,9 +610,10 @@ static void test_model_prompt_split_gives_same_logits(void **state) {
 
 /* Batch invariance on every quantized model (tiled kernels where the CPU has them: AMX or
  * AVX-512): session 0's next-token logits are bit-identical whether its step holds it alone
- * (decode kernels) or beside 1..11 other sessions' tokens (2-3: decode kernels per token,
- * 4+: half or full tiles), and a prompt fed with a 1- or 3-token tail gives the logits of
- * the prompt fed whole. A scheduler's batching must not change a greedy answer. */
+ * (decode kernels) or beside 1..11 other sessions' tokens (2-8: the multi-token decode
+ * kernels, or AMX half tiles from 5; 12: a full tile), and a prompt fed with a 1- or 3-token
+ * tail gives the logits of the prompt fed whole. A scheduler's batching must not change a
+ * greedy answer. */
 static void test_model_batch_invariance_every_quant(void **state) {
     (void)state;
     static const char *const names[] = {
