@@ -211,21 +211,6 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
         ret->stride = src_stride * sizeof(float);
         return;
     }
-    if (tk && tk->rows8 && n_tok <= PL_MM_HALF) { /* unreached while PRIV >= PL_MM_HALF */
-        /* One half tile: a few tokens (the decode step of several sessions) do not pay for
-         * the 8 empty lanes of a full tile. */
-        ret->slots = PL_MM_HALF;
-        ret->tile_bytes = pl_mm_lay_bytes(w->n_cols, PL_MM_HALF);
-        for (uint32_t t = lo; t < hi; t++) {
-            uint8_t *xq = c->xq + (size_t)t * c->xq_stride;
-            w->vk->from_f32(src + (size_t)t * src_stride, xq, w->n_cols);
-            tk->prep(xq, w->n_cols, c->tiles, PL_MM_HALF, t);
-        }
-        if (hi == n_tok)
-            for (uint32_t t = n_tok; t < PL_MM_HALF; t++)
-                pl_mm_lay_clear(w->n_cols, c->tiles, PL_MM_HALF, t);
-        return;
-    }
     for (uint32_t t = lo; t < hi; t++) {
         uint8_t *xq = c->xq + (size_t)t * c->xq_stride;
         w->vk->from_f32(src + (size_t)t * src_stride, xq, w->n_cols);

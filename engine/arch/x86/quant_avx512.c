@@ -576,18 +576,22 @@ static const uint8_t q4k_gv_m_idx[32] __attribute__((aligned(32))) = {
 #define GF_LO_NIBBLE 0x0102040800000000ll
 #define GF_HI_NIBBLE 0x1020408000000000ll
 
+/* The constants of the GFNI/VBMI Q4_K kernels (single- and multi-token), as locals. */
+#define Q4K_GV_CONSTS                                                                         \
+    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);                                 \
+    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);                                 \
+    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);                                 \
+    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);                                 \
+    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);                      \
+    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),                   \
+                                           _mm256_set1_epi64x(GF_HI_NIBBLE), 1);              \
+    const __mmask64 even = 0x5555555555555555ull
+
 static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
                                        const void *restrict x) {
     const struct pl_block_q4_K *a = w;
     const struct pl_block_q8_K *b = x;
-    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);
-    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);
-    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);
-    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);
-    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);
-    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
-                                           _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
-    const __mmask64 even = 0x5555555555555555ull;
+    Q4K_GV_CONSTS;
     float sum = 0.0f;
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
@@ -642,14 +646,7 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
     const struct pl_block_q8_K *b[PL_QUANT_DOTN_MAX];
     for (int t = 0; t < NT; t++)
         b[t] = x[t];
-    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);
-    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);
-    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);
-    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);
-    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);
-    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),
-                                           _mm256_set1_epi64x(GF_HI_NIBBLE), 1);
-    const __mmask64 even = 0x5555555555555555ull;
+    Q4K_GV_CONSTS;
     float sum[PL_QUANT_DOTN_MAX] = {0.0f};
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
