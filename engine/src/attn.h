@@ -47,10 +47,11 @@ struct pl_attn {
      *   off_k, off_v [B][head_dim] floats: one block of K, of V, as f32;
      *   off_p [G][B] floats: probabilities of the block (unnormalised);
      *   off_l [G][B] floats: running sums (by lane in the vector kernels);
-     *   off_m [G] floats: running maxima;  off_a [G] floats: rescale factors. */
+     *   off_m [G] floats: running maxima;  off_a [G] floats: rescale factors;
+     *   off_o [G][head_dim] floats: the outputs being summed (scalar kernel). */
     uint8_t *scratch;
     size_t scratch_stride;
-    size_t off_q, off_k, off_v, off_p, off_l, off_m, off_a;
+    size_t off_q, off_k, off_v, off_p, off_l, off_m, off_a, off_o;
 };
 
 /* Prepare attention for n_head query heads over n_head_kv KV heads (n_head a multiple of
