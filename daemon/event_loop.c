@@ -327,11 +327,10 @@ static void on_session_event(struct pl_daemon *d, const struct pl_ipc_uring_even
 
 /* ---- Scheduler notices ---- */
 
-static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
-    int nfd = pl_daemon_sched_notify_fd(d->sched);
-    (void)pl_ipc_doorbell_drain(nfd);
-    if (!(ev->flags & PL_IPC_URING_EV_MORE))
-        arm(d, nfd, POLLIN, tag(T_NOTIFY, 0, 0), true);
+/* Everything the scheduler queued so far, in order. Called before each batch of events is
+ * looked at (the scheduler does not announce every notice: see notice() in scheduler.c) and
+ * when it announces some. */
+static void take_notices(struct pl_daemon *d) {
     struct pl_daemon_msg m;
     while (pl_daemon_sched_notice(d->sched, &m)) {
         switch (m.kind) {
@@ -384,6 +383,14 @@ static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
             break;
         }
     }
+}
+
+static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
+    int nfd = pl_daemon_sched_notify_fd(d->sched);
+    (void)pl_ipc_doorbell_drain(nfd);
+    if (!(ev->flags & PL_IPC_URING_EV_MORE))
+        arm(d, nfd, POLLIN, tag(T_NOTIFY, 0, 0), true);
+    take_notices(d);
 }
 
 /* ---- Admin connections ---- */
@@ -549,6 +556,9 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
         int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs), TICK_MS);
         if (n < 0 && n != -EINTR)
             return pl_log_err_errno(n, "io_uring wait failed");
+        /* First what the scheduler finished: a client that got its Done and submits again
+         * must find that request's slot free. */
+        take_notices(d);
         for (int i = 0; i < n; i++) {
             switch (tag_kind(evs[i].tag)) {
             case T_LISTEN:

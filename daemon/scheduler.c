@@ -60,7 +60,8 @@ struct pl_daemon_sched {
     double fit_s0, fit_s1, fit_s2, fit_sy, fit_sxy;
     double cost_ns[COST_SIZES]; /* 0: not seen yet */
     bool last_prefill_alone;     /* the last step ran new prompts without the streams */
-    bool noticed;                /* notices posted this step: write notify_fd once */
+    bool noticed;                /* urgent notices posted this step: write notify_fd once */
+    uint64_t lazy_since_ns;      /* oldest REQ_DONE not announced yet (0: none), see notice() */
 
     /* Fair share of the decode slots (decode_entries()): policy class, weight, vtime. */
     struct pl_policy_sched psched;
@@ -114,11 +115,23 @@ static uint32_t blocks_for(uint32_t tokens) {
 
 /* ---- Notices ---- */
 
+/* A REQ_DONE is not announced by itself: its request's Done reaches the client only when
+ * the ring is published after this, so the client's next submission, whose doorbell wakes
+ * the event thread, finds it queued, and the event thread takes every queued notice before
+ * it looks at any event (pl_daemon_event_loop_run). Announcing each one would cost an eventfd
+ * write here and a second wake-up of the event thread per request, on the path from one
+ * answer to the next request's step. Left alone, they are announced when this thread is
+ * about to sleep, or once they are LAZY_NOTICE_NS old (sleep_until_work(), run()). */
+#define LAZY_NOTICE_NS 1000000ull
+
 static void notice(struct pl_daemon_sched *s, uint32_t kind, void *ptr) {
     struct pl_daemon_msg m = {.kind = kind, .ptr = ptr};
     if (pl_daemon_spsc_push(&s->noteq, &m) < 0)
         pl_log_err("notice queue full (sizing bug): notice %u lost", kind);
-    s->noticed = true;
+    if (kind != PL_DAEMON_NOTICE_REQ_DONE)
+        s->noticed = true;
+    else if (!s->lazy_since_ns)
+        s->lazy_since_ns = pl_daemon_now_ns();
 }
 
 /* The completion ring of ss is full: announce that we sleep until the client frees room, the
@@ -145,10 +158,15 @@ static int cq_sleep_prepare(struct pl_daemon_sched *s, struct pl_daemon_session 
     return 0;
 }
 
-static void flush_notices(struct pl_daemon_sched *s) {
-    if (!s->noticed)
+/* Announce the queued notices: the urgent ones always, the lazy ones when all is true or
+ * the oldest is LAZY_NOTICE_NS old. One eventfd write covers everything queued. */
+static void flush_notices(struct pl_daemon_sched *s, bool all) {
+    bool lazy = s->lazy_since_ns &&
+                (all || pl_daemon_now_ns() - s->lazy_since_ns >= LAZY_NOTICE_NS);
+    if (!s->noticed && !lazy)
         return;
     s->noticed = false;
+    s->lazy_since_ns = 0;
     (void)pl_ipc_doorbell_ring(s->notify_fd);
 }
 
@@ -933,10 +951,14 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_b
                     timeout = 0;
             }
         }
-        flush_notices(s); /* CQ_WAIT notices: the event thread waits for room for us */
+        flush_notices(s, false); /* CQ_WAIT notices: the event thread waits for room for us */
     }
     if (was_busy && !stalled && timeout != 0)
         idle_spin(s);
+    /* About to sleep: nothing may stay unannounced (a request that arrived during the spin
+     * will wake the event thread anyway: leave the notices to it, see notice()). */
+    if (pl_daemon_spsc_empty(&s->cmdq) && !atomic_load_explicit(&s->kicked, memory_order_relaxed))
+        flush_notices(s, true);
     /* Dekker pair with pl_daemon_sched_send/kick: we store sleeping then load kicked and the
      * queue; they store the queue/kicked then load sleeping; seq_cst orders both sides. */
     atomic_store_explicit(&s->sleeping, 1, memory_order_seq_cst);
@@ -981,7 +1003,7 @@ static void run(struct pl_daemon_sched *s) {
         t_busy = n > 0 ? now : 0;
         publish_dirty(s, pl_daemon_now_ns(), n == 0);
         publish_stats(s);
-        flush_notices(s);
+        flush_notices(s, false);
         if (n == 0) {
             pl_daemon_pcache_save(s->pcache); /* idle: chains not on disk yet */
             sleep_until_work(s, stalled || s->n_outbox > 0, busy_before, now);
