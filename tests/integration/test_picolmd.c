@@ -274,6 +274,29 @@ static void test_cancel_mid_stream_gives_done_cancelled(void **state) {
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* One request slot per session: each request is sent the moment the previous one's Done is
+ * read, so its slot must be free by then (the broker announces finished requests to its event
+ * thread lazily, and that thread must take them before it reads the next submission). */
+static void test_back_to_back_requests_on_one_slot(void **state) {
+    (void)state;
+    struct daemon d;
+    struct pl_test_client c;
+    static struct pl_test_result r;
+    const char *extra[] = {"--max-requests", "1", NULL};
+    daemon_start(&d, extra);
+    assert_int_equal(pl_test_client_connect(d.dir, &c), 0);
+    for (uint64_t id = 1; id <= 300; id++) {
+        assert_int_equal(pl_test_client_generate(&c, id, NULL, 0, "Once", 1, id % 2, true), 0);
+        assert_int_equal(pl_test_client_collect(&c, id, &r, 10000, NULL, NULL), 0);
+        if (r.error_code)
+            fail_msg("request %llu: error %u", (unsigned long long)id, r.error_code);
+        assert_int_equal(r.finish, PICOLM__V1__FINISH_REASON__FINISH_REASON_LENGTH);
+        assert_int_equal(r.generated, 1);
+    }
+    pl_test_client_close(&c);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_sigkill_client_returns_kv_within_100ms(void **state) {
     (void)state;
     struct daemon d;
@@ -544,6 +567,7 @@ int main(void) {
         cmocka_unit_test(test_eight_clients_match_in_process_q8_0),
         cmocka_unit_test(test_eight_clients_match_in_process_q4_0),
         cmocka_unit_test(test_cancel_mid_stream_gives_done_cancelled),
+        cmocka_unit_test(test_back_to_back_requests_on_one_slot),
         cmocka_unit_test(test_sigkill_client_returns_kv_within_100ms),
         cmocka_unit_test(test_thousand_connect_cycles_leak_nothing),
         cmocka_unit_test(test_full_kv_pool_gives_resource_exhausted),
