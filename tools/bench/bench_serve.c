@@ -28,11 +28,16 @@
 #include "pl/engine_sampler.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/pl_err.h"
+#include "pl/pl_util.h"
 
 #define MAX_CLIENT_COUNTS 16
 #define MAX_DAEMON_ARGS 16
 #define MAX_CLIENTS 256
-#define ONE_TOKEN_REPS 50
+/* 1-token requests per side: as many as fit in ONE_TOKEN_BUDGET_NS each (a median of few is
+ * as noisy as the difference it measures), between the two bounds. */
+#define ONE_TOKEN_MIN 50
+#define ONE_TOKEN_MAX 500
+#define ONE_TOKEN_BUDGET_NS 1500000000ull
 #define MAX_REPS 64
 #define DAEMON_START_TIMEOUT_MS 120000
 #define DEFAULT_PROMPT "Once upon a time, there was a little"
@@ -330,7 +335,7 @@ struct client_rec {
     int32_t status;          /* picolm status of the generation */
     uint32_t n_tokens;
     uint32_t n_itl;          /* gaps recorded */
-    uint32_t reserved;
+    uint32_t n_first;        /* tokens in the first chunk */
     uint64_t t_start, t_first, t_last, t_end; /* submit, first and last token, return */
     uint64_t itl[];          /* [max tokens] per-token gaps after the first token, ns */
 };
@@ -360,6 +365,7 @@ static int on_chunk(void *user, const struct picolm_chunk *ch) {
         return 0;
     if (!s->rec->t_first) {
         s->rec->t_first = t;
+        s->rec->n_first = (uint32_t)ch->n_ids;
     } else {
         /* A chunk of k tokens: its gap is spread over them. */
         uint64_t gap = (t - s->last) / ch->n_ids;
@@ -474,8 +480,11 @@ static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round 
         total += r->n_tokens;
         double rate = (double)r->n_tokens * 1e9 / (double)(r->t_end - r->t_start);
         sum_rate += rate;
-        if (r->n_tokens > 1 && r->t_last > r->t_first)
-            sum_decode += (double)(r->n_tokens - 1) * 1e9 / (double)(r->t_last - r->t_first);
+        /* The tokens after the first chunk, over the time after it (a chunk can carry
+         * several tokens: the broker coalesces a fast stream's wake-ups). */
+        if (r->n_tokens > r->n_first && r->t_last > r->t_first)
+            sum_decode += (double)(r->n_tokens - r->n_first) * 1e9 /
+                          (double)(r->t_last - r->t_first);
         if (rate < ret->client_tok_s_min)
             ret->client_tok_s_min = rate;
         ttft[n_ttft++] = r->t_first - r->t_start;
@@ -533,24 +542,30 @@ static int run_rounds(const struct run_ctx *rc, uint32_t n_clients, uint32_t rep
  * of the broker's own view (receipt to first scheduled step, receipt to the token). */
 struct one_token {
     uint64_t total_ns, broker_queue_ns, broker_ttft_ns;
+    uint32_t n; /* requests on each side */
 };
 
 /* Blocks of 1-token requests, alternately in process and through the broker (one
  * connection), so that both medians come from the same stretch of the machine's time;
  * ret: the broker's medians, *ret_inproc: the in-process one. */
-#define ONE_TOKEN_BLOCKS 5
+#define ONE_TOKEN_BLOCKS 10
 
 static int one_token_compare(const char *sock, const char *prompt, struct inproc *ip,
                              struct one_token *ret, uint64_t *ret_inproc) {
-    enum { N = ONE_TOKEN_REPS };
+    static uint64_t v[ONE_TOKEN_MAX], vq[ONE_TOKEN_MAX], vt[ONE_TOKEN_MAX], vi[ONE_TOKEN_MAX];
+    uint64_t probe[3];
+    if (inproc_one_token(ip, probe, 3) < 0)
+        return PICOLM_E_SYSTEM;
+    uint64_t t_one = PL_MIN(probe[0], PL_MIN(probe[1], probe[2]));
+    uint64_t fit = ONE_TOKEN_BUDGET_NS / (t_one ? t_one : 1);
+    const int per = (int)PL_MIN(PL_MAX(fit, (uint64_t)ONE_TOKEN_MIN), (uint64_t)ONE_TOKEN_MAX) /
+                    ONE_TOKEN_BLOCKS;
     picolm_client *c;
     int r = picolm_connect(sock, &c);
     if (r != PICOLM_OK)
         return r;
     struct picolm_generate_params p;
     fill_params(&p, prompt, 1);
-    uint64_t v[N], vq[N], vt[N], vi[N];
-    const int per = N / ONE_TOKEN_BLOCKS;
     for (int blk = 0; blk < ONE_TOKEN_BLOCKS; blk++) {
         if (inproc_one_token(ip, vi + blk * per, per) < 0) {
             fprintf(stderr, "picolm-bench serve: in-process 1-token request failed\n");
@@ -574,6 +589,7 @@ static int one_token_compare(const char *sock, const char *prompt, struct inproc
     }
     picolm_close(c);
     const size_t n = (size_t)per * ONE_TOKEN_BLOCKS;
+    ret->n = (uint32_t)n;
     ret->total_ns = pct(v, n, 50);
     ret->broker_queue_ns = pct(vq, n, 50);
     ret->broker_ttft_ns = pct(vt, n, 50);
@@ -900,10 +916,12 @@ int bench_serve_main(int argc, char **argv) {
                "from the prompt on); 1-token request %.3f ms\n", ip.backing, ip.decode_tok_s,
                ip.e2e_tok_s, (double)ip.one_token_ns / 1e6);
         printf("through picolmd: 1-token request %.3f ms end to end (%.3f ms over in-process; "
-               "broker: %.3f ms from receipt to the step, %.3f ms to the token)\n",
+               "broker: %.3f ms from receipt to the step, %.3f ms to the token; medians of %u "
+               "each side, alternating in blocks of %u)\n",
                (double)one.total_ns / 1e6,
                ((double)one.total_ns - (double)ip.one_token_ns) / 1e6,
-               (double)one.broker_queue_ns / 1e6, (double)one.broker_ttft_ns / 1e6);
+               (double)one.broker_queue_ns / 1e6, (double)one.broker_ttft_ns / 1e6, one.n,
+               one.n / ONE_TOKEN_BLOCKS);
         if (loaded_n)
             printf("TTFT of a short streamed request (submit to first token, p50 of %d): %.3f ms "
                    "idle, %.3f ms while %u clients stream (x%.2f; broker from receipt: %.3f / "
