@@ -7,8 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,56 +39,6 @@ static int set_err(char *err, size_t len, int r, const char *fmt, ...) {
     (void)vsnprintf(err, len, fmt, ap);
     va_end(ap);
     return r;
-}
-
-/* ---- Threads onto CPUs ---- */
-
-/* The n-th (from 0) CPU of set, or -1. */
-static int nth_cpu(const cpu_set_t *set, uint32_t n) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-        if (CPU_ISSET(cpu, set) && n-- == 0)
-            return cpu;
-    return -1;
-}
-
-void pl_daemon_init_pin_event_thread(const struct pl_daemon_config *cfg) {
-    cpu_set_t allowed, pool, want;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) == 0)
-        return;
-    /* The pool's CPUs as forward.c's pool sees them (pl_threadpool_new): the inference
-     * thread's affinity, i.e. cfg->cpus or, without them, ours. */
-    CPU_ZERO(&pool);
-    for (uint32_t i = 0; i < cfg->n_cpus; i++)
-        if (cfg->cpus[i] < CPU_SETSIZE)
-            CPU_SET((int)cfg->cpus[i], &pool);
-    if (CPU_COUNT(&pool) == 0)
-        pool = allowed;
-    CPU_XOR(&want, &allowed, &pool);
-    CPU_AND(&want, &want, &allowed); /* allowed, not the pool's */
-    const char *why = "outside the inference CPUs";
-    if (CPU_COUNT(&want) == 0) {
-        /* Thread i sits on the (i mod n)-th CPU of the pool's set; the last one is ours. */
-        uint32_t n_pool = (uint32_t)CPU_COUNT(&pool);
-        uint32_t n_threads = cfg->n_cpus ? cfg->n_cpus : n_pool;
-        int cpu = nth_cpu(&pool, (n_threads - 1) % n_pool);
-        if (cpu < 0)
-            return;
-        CPU_ZERO(&want);
-        CPU_SET(cpu, &want);
-        why = n_threads > 1 ? "with the last matmul worker" : "with the inference thread";
-    }
-    int r = pthread_setaffinity_np(pthread_self(), sizeof(want), &want);
-    if (r != 0) {
-        pl_log_warn("cannot pin the event thread: %s", pl_strerror(-r));
-        return;
-    }
-    char list[64] = "";
-    size_t len = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE && len + 8 < sizeof(list); cpu++)
-        if (CPU_ISSET(cpu, &want))
-            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", len ? "," : "",
-                                    cpu);
-    pl_log_info("event thread on CPU %s (%s)", list, why);
 }
 
 /* ---- Weights onto huge pages (the engine places them; we lock them) ---- */

@@ -33,15 +33,6 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
 /* Free the model and its mapping. */
 void pl_daemon_init_model_done(struct pl_model *m, struct pl_daemon_residency *res);
 
-/* Pin the calling thread (the event thread), once the inference thread has pinned its pool:
- * to the CPUs this process may use outside cfg->cpus when there are any, else to the CPU of
- * the pool's last thread, never the inference thread's own unless it is the only one. A
- * client's request then crosses between cores once at most: wherever the client runs, either
- * its wake-up of the event thread or the inference thread's wake-up of the client stays on
- * one core (a wake-up across cores costs 10-30 us under some hypervisors). Logs the choice;
- * a failure to pin is a warning. */
-void pl_daemon_init_pin_event_thread(const struct pl_daemon_config *cfg);
-
 /* Create dir (0755) if missing, bind SOCK_SEQPACKET sockets dir/picolm.sock (mode 0666:
  * access is the policy's decision at the handshake) and dir/admin.sock (0600), replacing
  * stale socket files but refusing to replace a socket a live daemon listens on. Returns 0

@@ -203,7 +203,6 @@ int main(int argc, char **argv) {
         pl_log_err("%s", err);
         goto out;
     }
-    pl_daemon_init_pin_event_thread(&d->cfg);
     if (d->cfg.metrics_file[0] &&
         (r = pl_daemon_metrics_file_open(d->cfg.metrics_file, err, sizeof(err))) < 0) {
         pl_log_err("%s", err);
