@@ -45,6 +45,7 @@ struct pl_daemon {
     bool reload_requested;
     /* counters (event thread) */
     uint64_t n_sessions_total, n_protocol_errors, n_rejected, n_requests;
+    uint32_t n_gen_deferred;       /* sessions with gen_deferred set (dispatch.c) */
     struct pl_daemon_stats *stats; /* counters + histograms (stats.h), owned */
     uint64_t metrics_next_ns;      /* next metrics textfile write */
     /* scratch for Tokenize / Detokenize (event thread) */

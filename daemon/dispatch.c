@@ -490,6 +490,7 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
         }
         s->sq_paused = false;
         uint32_t type = 0, len = 0;
+        uint32_t mark = pl_ipc_ring_mark(&s->sq);
         /* Untrusted: the ring validates indices and the record header, and copies the
          * payload into our private buffer before we look at it. */
         int r = pl_ipc_ring_read(&s->sq, s->rx, PL_DAEMON_MAX_RECORD, &type, &len);
@@ -511,6 +512,20 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
             return protocol_error(d, s, r == -EMSGSIZE ? "record larger than allowed"
                                                        : "broken submission ring",
                                   0, 0);
+        /* A Generate sent right after the client read a Done can come in before we took
+         * that request's REQ_DONE notice (the scheduler queues it before it publishes the
+         * Done, and does not always announce it): its slot, its id and its quota would still
+         * count as taken. Leave the record in the ring; the event loop takes the notices
+         * and comes back here at once (pl_daemon_event_loop_run), and then it goes ahead. */
+        if (type == PL_DAEMON_REC_GENERATE && !s->gen_deferred &&
+            pl_daemon_sched_notice_pending(d->sched)) {
+            pl_ipc_ring_unread(&s->sq, mark);
+            s->gen_deferred = true;
+            d->n_gen_deferred++;
+            break;
+        }
+        if (type == PL_DAEMON_REC_GENERATE)
+            s->gen_deferred = false;
         ProtobufCMessage *m = NULL;
         const char *why = NULL;
         if (pl_daemon_dispatch_decode(type, s->state, s->rx, len, &s->arena, &m, &why) < 0)

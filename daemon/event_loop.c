@@ -385,6 +385,24 @@ static void take_notices(struct pl_daemon *d) {
     }
 }
 
+/* Sessions that left a Generate in their ring while notices were pending
+ * (pl_daemon_dispatch_session): take the notices, then read on. */
+static void redispatch_deferred(struct pl_daemon *d) {
+    take_notices(d);
+    d->n_gen_deferred = 0;
+    for (uint32_t i = 0; i < d->sessions.n; i++) {
+        struct pl_daemon_session *s = &d->sessions.s[i];
+        if (!s->gen_deferred)
+            continue;
+        if (s->state != PL_DAEMON_SESSION_OPEN || s->sq_paused || s->kill_pending) {
+            s->gen_deferred = false; /* its next doorbell or OUTBOX_FREED reads it */
+            continue;
+        }
+        if (pl_daemon_dispatch_session(d, s) < 0)
+            pl_daemon_event_loop_kill_session(d, s, "protocol violation");
+    }
+}
+
 static void on_notify(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
     int nfd = pl_daemon_sched_notify_fd(d->sched);
     (void)pl_ipc_doorbell_drain(nfd);
@@ -553,7 +571,9 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
     uint64_t next_tick = pl_daemon_now_ns() + TICK_MS * 1000000ull;
 
     while (!d->quit) {
-        int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs), TICK_MS);
+        /* A Generate deferred by the last redispatch: look again without sleeping. */
+        int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs),
+                                  d->n_gen_deferred ? 0 : TICK_MS);
         if (n < 0 && n != -EINTR)
             return pl_log_err_errno(n, "io_uring wait failed");
         /* First what the scheduler finished: a client that got its Done and submits again
@@ -586,6 +606,8 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
                 break;
             }
         }
+        if (d->n_gen_deferred)
+            redispatch_deferred(d);
         uint64_t now = pl_daemon_now_ns();
         if (n == 0 || now >= next_tick || d->draining) {
             next_tick = now + TICK_MS * 1000000ull;

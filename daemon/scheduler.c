@@ -1216,6 +1216,10 @@ bool pl_daemon_sched_notice(struct pl_daemon_sched *s, struct pl_daemon_msg *ret
     return pl_daemon_spsc_pop(&s->noteq, ret);
 }
 
+bool pl_daemon_sched_notice_pending(struct pl_daemon_sched *s) {
+    return !pl_daemon_spsc_empty(&s->noteq);
+}
+
 int pl_daemon_sched_notify_fd(const struct pl_daemon_sched *s) {
     return s->notify_fd;
 }

@@ -96,6 +96,8 @@ int pl_daemon_sched_send(struct pl_daemon_sched *s, uint32_t kind, void *ptr);
 void pl_daemon_sched_kick(struct pl_daemon_sched *s);
 /* Next notice, if any. */
 bool pl_daemon_sched_notice(struct pl_daemon_sched *s, struct pl_daemon_msg *ret);
+/* Notices queued that pl_daemon_sched_notice() has not returned yet (event thread). */
+bool pl_daemon_sched_notice_pending(struct pl_daemon_sched *s);
 /* The eventfd the scheduler writes after posting notices (poll it, then drain it). */
 int pl_daemon_sched_notify_fd(const struct pl_daemon_sched *s);
 /* Live settings. */

@@ -95,6 +95,7 @@ struct pl_daemon_session *pl_daemon_session_open(struct pl_daemon_session_table 
         s->sock = sock;
         s->t_open_ns = now_ns;
         s->sq_paused = false;
+        s->gen_deferred = false;
         s->n_inflight = 0;
         s->outbox_tail = 0;
         s->outbox_head = 0;

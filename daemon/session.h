@@ -130,6 +130,8 @@ struct pl_daemon_session {
     uint8_t *rx;                 /* private copy of one record (PL_DAEMON_MAX_RECORD) */
     uint64_t t_open_ns;
     bool sq_paused;              /* outbox full: stop reading until the scheduler drains it */
+    bool gen_deferred;           /* a Generate left in the ring until the notices are taken
+                                    (pl_daemon_dispatch_session) */
     uint32_t n_inflight;         /* requests in state SUBMITTED */
     uint32_t outbox_tail;        /* next slot the event thread fills */
     uint32_t access_user;        /* per-uid policy entry + 1 (access.c); 0: none */

@@ -229,6 +229,17 @@ int pl_ipc_ring_read(struct pl_ipc_ring *r, void *buf, uint32_t cap, uint32_t *r
     return 1;
 }
 
+uint32_t pl_ipc_ring_mark(const struct pl_ipc_ring *r) {
+    return r->head;
+}
+
+void pl_ipc_ring_unread(struct pl_ipc_ring *r, uint32_t mark) {
+    /* Only back over what this side read and has not published (mark..head): the producer may
+     * already reuse anything before r->published. */
+    if (r->role == PL_IPC_RING_CONSUMER && mark - r->published <= r->head - r->published)
+        r->head = mark;
+}
+
 int pl_ipc_ring_peek(struct pl_ipc_ring *r, const void **ret_payload, uint32_t *ret_type,
                      uint32_t *ret_len) {
     if (r->broken)

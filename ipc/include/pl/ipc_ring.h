@@ -88,6 +88,11 @@ int pl_ipc_ring_push(struct pl_ipc_ring *r, uint32_t type, const void *payload, 
 int pl_ipc_ring_read(struct pl_ipc_ring *r, void *buf, uint32_t cap, uint32_t *ret_type,
                      uint32_t *ret_len);
 
+/* Consumer: where the next pl_ipc_ring_read() starts, and going back there: a record read
+ * since the mark (and not published as consumed since) is read again by the next read. */
+uint32_t pl_ipc_ring_mark(const struct pl_ipc_ring *r);
+void pl_ipc_ring_unread(struct pl_ipc_ring *r, uint32_t mark);
+
 /* Zero-copy variant for a consumer that trusts its producer (the client reading completions):
  * validates the next record like read and points *ret_payload into the shared data area, where
  * it stays until pl_ipc_ring_consume(). The broker must use pl_ipc_ring_read() instead.

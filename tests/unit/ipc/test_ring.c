@@ -113,6 +113,39 @@ static void test_ring_record_layout_is_header_payload_padding(void **state) {
 
 /* For every 8-byte-aligned start offset and every payload size up to the maximum, one record
  * goes through (wrapping with a pad record where needed), also across the 2^32 index wrap. */
+/* unread goes back over records read since the mark, never over what was published as
+ * consumed: the producer may already have reused that space. */
+static void test_ring_unread_returns_to_the_mark(void **state) {
+    (void)state;
+    struct tring t;
+    tring_init(&t, 256, 128, 0);
+    uint8_t a[3] = {1, 2, 3}, b[2] = {7, 8}, buf[128];
+    uint32_t type, len;
+    assert_int_equal(pl_ipc_ring_push(&t.prod, 1, a, 3), 0);
+    assert_int_equal(pl_ipc_ring_push(&t.prod, 2, b, 2), 0);
+    assert_int_equal(pl_ipc_ring_publish(&t.prod), 0);
+    assert_int_equal(pl_ipc_ring_read(&t.cons, buf, sizeof(buf), &type, &len), 1);
+    assert_int_equal(type, 1);
+    uint32_t mark = pl_ipc_ring_mark(&t.cons);
+    assert_int_equal(pl_ipc_ring_read(&t.cons, buf, sizeof(buf), &type, &len), 1);
+    assert_int_equal(type, 2);
+    pl_ipc_ring_unread(&t.cons, mark);
+    assert_int_equal(pl_ipc_ring_read(&t.cons, buf, sizeof(buf), &type, &len), 1);
+    assert_int_equal(type, 2);
+    assert_int_equal(len, 2);
+    assert_memory_equal(buf, b, 2);
+    /* Published as consumed: going back is refused (the next read finds the ring empty). */
+    assert_true(pl_ipc_ring_publish(&t.cons) >= 0);
+    pl_ipc_ring_unread(&t.cons, mark);
+    assert_int_equal(pl_ipc_ring_read(&t.cons, buf, sizeof(buf), &type, &len), 0);
+    /* A producer end ignores it. */
+    uint32_t pm = pl_ipc_ring_mark(&t.prod);
+    assert_int_equal(pl_ipc_ring_push(&t.prod, 3, a, 1), 0);
+    pl_ipc_ring_unread(&t.prod, pm);
+    assert_int_equal(pl_ipc_ring_mark(&t.prod), pm + 16);
+    tring_done(&t);
+}
+
 static void test_ring_wraps_at_every_offset_and_size(void **state) {
     (void)state;
     const uint32_t size = 256, max_rec = 128;
@@ -606,6 +639,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_init_rejects_bad_geometry),
         cmocka_unit_test(test_ring_record_layout_is_header_payload_padding),
+        cmocka_unit_test(test_ring_unread_returns_to_the_mark),
         cmocka_unit_test(test_ring_wraps_at_every_offset_and_size),
         cmocka_unit_test(test_ring_full_and_empty_at_every_offset),
         cmocka_unit_test(test_ring_every_record_size_up_to_max),
