@@ -31,7 +31,7 @@ static const struct key keys[] = {
      "GGUF model file (required)"},
     {"socket_dir", K_STR, F(socket_dir), sizeof(((struct pl_daemon_config *)0)->socket_dir), 0,
      "directory of picolm.sock and admin.sock (default " PL_DAEMON_DEFAULT_SOCKET_DIR ")"},
-    {"cpus", K_CPUS, F(cpus), 0, 0, "CPU list for the inference loop and its workers, one pinned thread each (default: all), e.g. 2-5"},
+    {"cpus", K_CPUS, F(cpus), 0, 0, "CPU list for the inference loop and its workers, e.g. 2-5"},
     {"ctx", K_U32, F(n_ctx), 0, 1u << 20, "context tokens per request (0: model's, max 4096)"},
     {"kv_pool_mb", K_U64, F(kv_pool_mb), 0, 1u << 20, "KV pool size in MiB"},
     {"kv_pool_tokens", K_U64, F(kv_pool_tokens), 0, UINT32_MAX, "KV pool size in tokens"},

@@ -45,7 +45,12 @@ static int set_err(char *err, size_t len, int r, const char *fmt, ...) {
 
 int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **ret_model,
                          struct pl_daemon_residency *res, char *err, size_t err_len) {
-    struct pl_model_opts mo = {.n_threads = cfg->n_cpus, .pin_threads = true};
+    /* Without configured cpus the matmul workers are still pinned, one per CPU after the
+     * first: the inference thread then has a CPU of its own and wake-ups stay where they are;
+     * the inference thread itself floats so that it is never stuck behind another process's
+     * work (a second daemon, a test) on one CPU. */
+    struct pl_model_opts mo = {.n_threads = cfg->n_cpus, .pin_threads = cfg->n_cpus > 0,
+                               .pin_workers = cfg->n_cpus == 0};
     struct pl_model *m = NULL;
     int r;
 

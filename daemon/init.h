@@ -24,8 +24,8 @@ struct pl_daemon_residency {
     size_t weight_bytes;     /* bytes of tensor data */
 };
 
-/* Load cfg->model with one engine thread per configured cpu (default: per CPU this process
- * may use), thread i pinned to the i-th of those CPUs, move the
+/* Load cfg->model with n_threads engine threads, all pinned when cpus are configured, else
+ * the workers only (see the function), move the
  * weights per cfg->hugepages and mlock them (cfg->require_mlock: failure to lock is an
  * error). Logs what it got. Returns 0 or a negative code with the reason in err. */
 int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **ret_model,

@@ -467,6 +467,7 @@ static int load_from_gguf(struct pl_gguf *g, const struct pl_model_opts *opts,
     (void)pl_mm_isa();
     m->n_threads = opts && opts->n_threads ? opts->n_threads : default_threads();
     m->pin_threads = opts && opts->pin_threads;
+    m->pin_workers = opts && opts->pin_workers;
 
     if ((r = read_hparams(g, &m->hp, err, err_len)) < 0)
         goto fail;

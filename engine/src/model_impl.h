@@ -51,7 +51,7 @@ struct pl_model {
     struct pl_gguf *gguf;           /* owns the mapping the weights point into */
     struct pl_tokenizer *tok;
     uint32_t n_threads;             /* resolved: >= 1 */
-    bool pin_threads;
+    bool pin_threads, pin_workers;
 
     struct pl_weight tok_embd;      /* [n_vocab][n_embd]; any type with to_f32 */
     struct pl_vec output_norm;      /* [n_embd] */

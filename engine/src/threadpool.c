@@ -220,11 +220,12 @@ void pl_threadpool_free(struct pl_threadpool *p) {
     free(p);
 }
 
-int pl_threadpool_new(uint32_t n_threads, bool pin, struct pl_threadpool **ret) {
+int pl_threadpool_new(uint32_t n_threads, enum pl_threadpool_pin pin_mode,
+                      struct pl_threadpool **ret) {
     struct pl_threadpool *p = NULL;
     cpu_set_t allowed;
     sigset_t all, old;
-    bool have_mask = false;
+    bool have_mask = false, pin = pin_mode != PL_THREADPOOL_PIN_NONE;
     int r;
 
     if (n_threads == 0 || n_threads > PL_THREADPOOL_MAX_THREADS || !ret)
@@ -267,7 +268,7 @@ int pl_threadpool_new(uint32_t n_threads, bool pin, struct pl_threadpool **ret) 
     if (have_mask)
         (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     have_mask = false;
-    if (pin)
+    if (pin && pin_mode == PL_THREADPOOL_PIN_ALL)
         pin_to(pthread_self(), &allowed, 0);
 
     *ret = p;

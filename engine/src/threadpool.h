@@ -17,10 +17,17 @@ typedef void (*pl_threadpool_fn)(void *arg, uint32_t ith, uint32_t nth);
 
 #define PL_THREADPOOL_MAX_THREADS 512u
 
-/* Start n_threads - 1 workers (n_threads in [1, PL_THREADPOOL_MAX_THREADS]). With pin, thread
- * i is bound to the i-th CPU of the process's affinity mask (failures to pin are ignored:
+enum pl_threadpool_pin {
+    PL_THREADPOOL_PIN_NONE = 0,
+    PL_THREADPOOL_PIN_ALL = 1,     /* thread i (the caller is 0) on the i-th allowed CPU */
+    PL_THREADPOOL_PIN_WORKERS = 2, /* only workers 1.. so; the caller stays free to move */
+};
+
+/* Start n_threads - 1 workers (n_threads in [1, PL_THREADPOOL_MAX_THREADS]), pinned as pin
+ * says to the CPUs of the calling thread's affinity mask (failures to pin are ignored:
  * pinning is a performance hint). Returns 0, -EINVAL, -ENOMEM, or -errno of pthread_create. */
-int pl_threadpool_new(uint32_t n_threads, bool pin, struct pl_threadpool **ret);
+int pl_threadpool_new(uint32_t n_threads, enum pl_threadpool_pin pin,
+                      struct pl_threadpool **ret);
 
 /* Stop and join the workers, free the pool; NULL is fine. Not while a run is in progress. */
 void pl_threadpool_free(struct pl_threadpool *p);

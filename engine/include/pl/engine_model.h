@@ -39,6 +39,7 @@ struct pl_model_opts {
     uint32_t n_threads;      /* threads of each context's pool; 0: one per CPU we may run on */
     bool pin_threads;        /* pin pool thread i to the i-th allowed CPU (the thread calling
                                 pl_ctx_new() becomes thread 0 and is pinned too) */
+    bool pin_workers;        /* pin only threads 1.. so (thread 0 stays free to move) */
 };
 
 /* Load path: parse GGUF, check every tensor's type and shape against the hparams, build the

@@ -3,6 +3,8 @@
  * per run, barriers order plain writes between phases, no run is lost whether workers spin
  * or sleep, bad arguments are refused. Run under TSan by the `threads` label. */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,7 +36,7 @@ static void test_threadpool_runs_every_thread_once(void **state) {
         struct pl_threadpool *p = NULL;
         struct run_state s;
         memset(&s, 0, sizeof(s));
-        assert_int_equal(pl_threadpool_new(n, false, &p), 0);
+        assert_int_equal(pl_threadpool_new(n, PL_THREADPOOL_PIN_NONE, &p), 0);
         assert_int_equal(pl_threadpool_n_threads(p), n);
         for (int k = 0; k < 100; k++)
             pl_threadpool_run(p, record, &s);
@@ -76,7 +78,7 @@ static void test_threadpool_barrier_orders_phases(void **state) {
     for (uint32_t n = 1; n <= 4; n++) {
         struct phase_state s;
         memset(&s, 0, sizeof(s));
-        assert_int_equal(pl_threadpool_new(n, n == 2, &s.pool), 0);
+        assert_int_equal(pl_threadpool_new(n, n == 2 ? PL_THREADPOOL_PIN_ALL : n == 3 ? PL_THREADPOOL_PIN_WORKERS : PL_THREADPOOL_PIN_NONE, &s.pool), 0);
         for (int rep = 0; rep < 5; rep++)
             pl_threadpool_run(s.pool, phases, &s);
         for (uint32_t i = 0; i < n; i++)
@@ -105,7 +107,7 @@ static void test_threadpool_no_lost_wakeups(void **state) {
     struct pl_threadpool *p = NULL;
     struct sum_state s;
     memset(&s, 0, sizeof(s));
-    assert_int_equal(pl_threadpool_new(3, false, &p), 0);
+    assert_int_equal(pl_threadpool_new(3, PL_THREADPOOL_PIN_NONE, &p), 0);
     for (uint32_t k = 0; k < 3000; k++) {
         s.n = 1000 + k;
         memset(s.part, 0, sizeof(s.part));
@@ -125,8 +127,8 @@ static void test_threadpool_no_lost_wakeups(void **state) {
 static void test_threadpool_rejects_bad_arguments(void **state) {
     (void)state;
     struct pl_threadpool *p = (struct pl_threadpool *)&p;
-    assert_int_equal(pl_threadpool_new(0, false, &p), -EINVAL);
-    assert_int_equal(pl_threadpool_new(PL_THREADPOOL_MAX_THREADS + 1, false, &p), -EINVAL);
+    assert_int_equal(pl_threadpool_new(0, PL_THREADPOOL_PIN_NONE, &p), -EINVAL);
+    assert_int_equal(pl_threadpool_new(PL_THREADPOOL_MAX_THREADS + 1, PL_THREADPOOL_PIN_NONE, &p), -EINVAL);
     assert_ptr_equal(p, (struct pl_threadpool *)&p); /* untouched on failure */
     pl_threadpool_free(NULL);
 }
@@ -134,8 +136,40 @@ static void test_threadpool_rejects_bad_arguments(void **state) {
 static void test_threadpool_free_without_runs(void **state) {
     (void)state;
     struct pl_threadpool *p = NULL;
-    assert_int_equal(pl_threadpool_new(4, true, &p), 0);
+    assert_int_equal(pl_threadpool_new(4, PL_THREADPOOL_PIN_ALL, &p), 0);
     pl_threadpool_free(p);
+}
+
+/* PIN_ALL binds the caller (thread 0) to one CPU; PIN_WORKERS leaves its mask alone. Run in
+ * a thread of its own so that the test's main thread keeps its mask. */
+static void *pin_modes(void *arg) {
+    int *ok = arg;
+    cpu_set_t before, after;
+    *ok = 0;
+    if (sched_getaffinity(0, sizeof(before), &before) != 0)
+        return NULL;
+    struct pl_threadpool *p = NULL;
+    if (pl_threadpool_new(2, PL_THREADPOOL_PIN_WORKERS, &p) != 0)
+        return NULL;
+    pl_threadpool_free(p);
+    if (sched_getaffinity(0, sizeof(after), &after) != 0 || !CPU_EQUAL(&before, &after))
+        return NULL;
+    if (pl_threadpool_new(2, PL_THREADPOOL_PIN_ALL, &p) != 0)
+        return NULL;
+    pl_threadpool_free(p);
+    if (sched_getaffinity(0, sizeof(after), &after) != 0)
+        return NULL;
+    *ok = CPU_COUNT(&before) > 1 ? (CPU_COUNT(&after) == 1 ? 1 : 0) : 1;
+    return NULL;
+}
+
+static void test_threadpool_pin_modes(void **state) {
+    (void)state;
+    pthread_t t;
+    int ok = 0;
+    assert_int_equal(pthread_create(&t, NULL, pin_modes, &ok), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(ok, 1);
 }
 
 int main(void) {
@@ -145,6 +179,7 @@ int main(void) {
         cmocka_unit_test(test_threadpool_no_lost_wakeups),
         cmocka_unit_test(test_threadpool_rejects_bad_arguments),
         cmocka_unit_test(test_threadpool_free_without_runs),
+        cmocka_unit_test(test_threadpool_pin_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
