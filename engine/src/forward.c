@@ -674,11 +674,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
                      o.kv_type, true);
     if (r < 0)
         goto fail;
-    r = pl_threadpool_new(c->n_threads,
-                          m->pin_threads   ? PL_THREADPOOL_PIN_ALL
-                          : m->pin_workers ? PL_THREADPOOL_PIN_WORKERS
-                                           : PL_THREADPOOL_PIN_NONE,
-                          &c->pool);
+    r = pl_threadpool_new(c->n_threads, m->pin, &c->pool);
     if (r < 0)
         goto fail;
     *ret = c;

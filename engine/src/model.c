@@ -466,8 +466,10 @@ static int load_from_gguf(struct pl_gguf *g, const struct pl_model_opts *opts,
      * a process must do before it locks down its system calls (picolmd loads first). */
     (void)pl_mm_isa();
     m->n_threads = opts && opts->n_threads ? opts->n_threads : default_threads();
-    m->pin_threads = opts && opts->pin_threads;
-    m->pin_workers = opts && opts->pin_workers;
+    m->pin = !opts                ? PL_THREADPOOL_PIN_NONE
+             : opts->pin_threads ? PL_THREADPOOL_PIN_ALL
+             : opts->pin_workers ? PL_THREADPOOL_PIN_WORKERS
+                                 : PL_THREADPOOL_PIN_NONE;
 
     if ((r = read_hparams(g, &m->hp, err, err_len)) < 0)
         goto fail;

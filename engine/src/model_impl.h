@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "pl/engine_model.h"
+#include "threadpool.h"
 
 struct pl_quant_kernels;
 
@@ -51,7 +52,7 @@ struct pl_model {
     struct pl_gguf *gguf;           /* owns the mapping the weights point into */
     struct pl_tokenizer *tok;
     uint32_t n_threads;             /* resolved: >= 1 */
-    bool pin_threads, pin_workers;
+    enum pl_threadpool_pin pin;     /* how each context's pool is pinned (threadpool.h) */
 
     struct pl_weight tok_embd;      /* [n_vocab][n_embd]; any type with to_f32 */
     struct pl_vec output_norm;      /* [n_embd] */

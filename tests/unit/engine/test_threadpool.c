@@ -78,7 +78,10 @@ static void test_threadpool_barrier_orders_phases(void **state) {
     for (uint32_t n = 1; n <= 4; n++) {
         struct phase_state s;
         memset(&s, 0, sizeof(s));
-        assert_int_equal(pl_threadpool_new(n, n == 2 ? PL_THREADPOOL_PIN_ALL : n == 3 ? PL_THREADPOOL_PIN_WORKERS : PL_THREADPOOL_PIN_NONE, &s.pool), 0);
+        enum pl_threadpool_pin pin = n == 2   ? PL_THREADPOOL_PIN_ALL
+                                     : n == 3 ? PL_THREADPOOL_PIN_WORKERS
+                                              : PL_THREADPOOL_PIN_NONE;
+        assert_int_equal(pl_threadpool_new(n, pin, &s.pool), 0);
         for (int rep = 0; rep < 5; rep++)
             pl_threadpool_run(s.pool, phases, &s);
         for (uint32_t i = 0; i < n; i++)
@@ -128,7 +131,8 @@ static void test_threadpool_rejects_bad_arguments(void **state) {
     (void)state;
     struct pl_threadpool *p = (struct pl_threadpool *)&p;
     assert_int_equal(pl_threadpool_new(0, PL_THREADPOOL_PIN_NONE, &p), -EINVAL);
-    assert_int_equal(pl_threadpool_new(PL_THREADPOOL_MAX_THREADS + 1, PL_THREADPOOL_PIN_NONE, &p), -EINVAL);
+    assert_int_equal(pl_threadpool_new(PL_THREADPOOL_MAX_THREADS + 1, PL_THREADPOOL_PIN_NONE, &p),
+                     -EINVAL);
     assert_ptr_equal(p, (struct pl_threadpool *)&p); /* untouched on failure */
     pl_threadpool_free(NULL);
 }

@@ -111,8 +111,6 @@ static void test_ring_record_layout_is_header_payload_padding(void **state) {
 
 /* ---- Wrap-around, full, empty, sizes ---- */
 
-/* For every 8-byte-aligned start offset and every payload size up to the maximum, one record
- * goes through (wrapping with a pad record where needed), also across the 2^32 index wrap. */
 /* unread goes back over records read since the mark, never over what was published as
  * consumed: the producer may already have reused that space. */
 static void test_ring_unread_returns_to_the_mark(void **state) {
@@ -146,6 +144,8 @@ static void test_ring_unread_returns_to_the_mark(void **state) {
     tring_done(&t);
 }
 
+/* For every 8-byte-aligned start offset and every payload size up to the maximum, one record
+ * goes through (wrapping with a pad record where needed), also across the 2^32 index wrap. */
 static void test_ring_wraps_at_every_offset_and_size(void **state) {
     (void)state;
     const uint32_t size = 256, max_rec = 128;
