@@ -85,7 +85,7 @@ struct pl_ctx {
     float *v;        /* [n_chunk][kv_dim] */
     float *att;      /* [n_chunk][q_dim] attention output */
     float *hg;       /* [n_chunk][n_ff] silu(gate) * up */
-    float *hu;       /* [n_chunk][n_ff] up, when gate and up differ in type (else unused) */
+    float *hu;       /* [n_chunk][n_ff] up, when gate and up are not fused (else unused) */
     uint8_t *xq;     /* [n_chunk][xq_stride] activations in a weight's vec_dot_type */
     size_t xq_stride;
     uint8_t *tiles;  /* [ceil(n_chunk / PL_MM_TILE)][tile_bytes] repacked activations */
@@ -138,7 +138,7 @@ static inline float silu(float x) {
 /* The tiled kernel w uses (tiles, or one-slot layouts for small batches), or NULL for
  * per-row dot products. */
 static const struct pl_mm_tile_kernel *tile_kernel(const struct pl_weight *w) {
-    return pl_mm_tile_kernel(w->type, w->n_cols);
+    return pl_mm_weight_kernel(w);
 }
 
 /* Small batches: every thread prepares all of each matmul input itself. */
@@ -224,14 +224,20 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
                              t % PL_MM_TILE);
 }
 
-/* Weights a and b can share one activation preparation. */
+/* Weights a and b can share one activation preparation: the prepared act names the tiled
+ * kernel that every product of the group runs, so that must be the same kernel (Q4_0 and
+ * Q8_0, or a packed and an unpacked Q4_0, share the activations' layout but not the
+ * kernel that reads their weights). */
 static bool same_act(const struct pl_weight *a, const struct pl_weight *b) {
     if (a->k->vec_dot_type != b->k->vec_dot_type || a->n_cols != b->n_cols)
         return false;
-    const struct pl_mm_tile_kernel *ta = tile_kernel(a), *tb = tile_kernel(b);
-    if (!ta || !tb)
-        return !ta && !tb;
-    return ta->act_type == tb->act_type && ta->layout == tb->layout;
+    return tile_kernel(a) == tile_kernel(b);
+}
+
+/* The FFN's gate and up products run fused (pl_matmul_swiglu_rows: one activation
+ * preparation, no up buffer) when the two weights share type and kernel. */
+static bool gate_up_fused(const struct pl_layer *l) {
+    return l->w_gate.type == l->w_up.type && same_act(&l->w_gate, &l->w_up);
 }
 
 /* Rows [0, n_rows) of product number *mm_k of this run (every thread numbers the products
@@ -354,7 +360,7 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float 
     const uint32_t n_embd = c->m->hp.n_embd, n_ff = c->m->hp.n_ff;
     uint32_t lo, hi, r_lo, r_hi;
 
-    if (l->w_gate.type == l->w_up.type) {
+    if (gate_up_fused(l)) {
         struct pl_mm_act act;
         split(n_tok, ith, nth, &lo, &hi);
         prep_act(c, &l->w_gate, src, n_embd, n_tok, lo, hi, ith, &act);
@@ -619,7 +625,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
             tile = max_tile(ws[i], tile, PL_MM_TILE);
             vec = max_tile(ws[i], vec, 1);
         }
-        need_hu |= l->w_gate.type != l->w_up.type;
+        need_hu |= !gate_up_fused(l);
     }
     act = max_act_row(&m->output, act);
     tile = max_tile(&m->output, tile, PL_MM_TILE);

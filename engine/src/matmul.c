@@ -4,6 +4,7 @@
  * tiled kernels, made once from the CPU features and pl_quant_env_allows(). */
 #include "matmul.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -115,6 +116,29 @@ const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
 #endif
     (void)type;
     return NULL;
+}
+
+const struct pl_mm_tile_kernel *pl_mm_weight_kernel(const struct pl_weight *w) {
+    const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(w->type, w->n_cols);
+    return k && w->packed ? k->packed : k;
+}
+
+int pl_mm_repack_weight(struct pl_weight *w) {
+    const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(w->type, w->n_cols);
+    if (!w->data || w->packed || !k || !k->packed || !k->repack)
+        return 0;
+    uint8_t *row = malloc(w->row_bytes);
+    if (!row)
+        return -ENOMEM;
+    uint8_t *d = (uint8_t *)(uintptr_t)w->data; /* the model's own copy (matmul.h) */
+    for (uint32_t r = 0; r < w->n_rows; r++) {
+        uint8_t *p = d + (size_t)r * w->row_bytes;
+        memcpy(row, p, w->row_bytes);
+        k->repack(w->n_cols, row, p);
+    }
+    free(row);
+    w->packed = true;
+    return 1;
 }
 
 size_t pl_mm_tile_bytes(int64_t n) {

@@ -73,6 +73,12 @@ struct pl_mm_tile_kernel {
      * AMX products are cheap enough to win from a few tokens on. 0: PL_MM_MIN_TILED_TOK - 1
      * (the decode path for every batch below the tiles). */
     uint32_t vec_max;
+    /* Non-NULL: this kernel for weights repacked at load into the kernel's own layout (same
+     * bytes per row; results bit-identical to this kernel's), and repack() writes that
+     * layout: dst = row src of n elements, repacked (separate buffers). See
+     * pl_mm_repack_weight(). */
+    const struct pl_mm_tile_kernel *packed;
+    void (*repack)(int64_t n, const uint8_t *src, uint8_t *dst);
 };
 
 /* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's
@@ -122,6 +128,12 @@ void pl_mm_lay_clear(int64_t n, uint8_t *buf, uint32_t nt, uint32_t t);
 /* The tiled kernel for weight type t with rows of n elements, or NULL (none for this CPU,
  * n not a multiple of 256, or the environment refuses AVX-512: pl_quant_env_allows). */
 const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n);
+/* The kernel for weight w: pl_mm_tile_kernel()'s, or its packed form when w was repacked. */
+const struct pl_mm_tile_kernel *pl_mm_weight_kernel(const struct pl_weight *w);
+/* Rewrite w's rows in place into the packed layout of its kernel (w's memory must be
+ * writable: a copy the model owns), once, before any product reads it. Returns 1 (packed),
+ * 0 (no packed layout for this type, CPU or shape; w unchanged), -ENOMEM. */
+int pl_mm_repack_weight(struct pl_weight *w);
 /* The tiled kernels' instruction set ("amx", "avx512"), or NULL when there are none. */
 const char *pl_mm_isa(void);
 

@@ -25,6 +25,9 @@ struct pl_weight {
     const struct pl_quant_kernels *vk;  /* kernels of k->vec_dot_type (activations) */
     size_t act_row_bytes;               /* bytes of one activation row in vec_dot_type */
     const char *name;                   /* tensor name (inside the gguf object) */
+    /* Rows repacked at load into the tiled kernel's own layout (pl_mm_repack_weight): only
+     * that kernel (pl_mm_weight_kernel) may read them, never the quant table's vec_dot. */
+    bool packed;
 };
 
 /* Small vectors (norm weights, biases) are copied to f32 at load time: [n] floats. */
@@ -61,6 +64,7 @@ struct pl_model {
     struct pl_layer *layers;        /* [n_layer] */
     void *wcopy;                    /* pl_model_place_weights()'s mapping, or NULL */
     size_t wcopy_bytes;
+    uint32_t n_packed;              /* matrices repacked at relocation (pl_mm_repack_weight) */
 };
 
 #endif

@@ -5,7 +5,8 @@
  * tensor data section is copied as one, so every tensor keeps its offset and therefore its
  * alignment relative to the destination; then each struct pl_weight is repointed. The copy
  * goes in chunks, and the file pages of each chunk leave this process once copied, so the
- * resident size never holds two copies. Called once, before any context exists. */
+ * resident size never holds two copies; then the matrices with a packed kernel layout are
+ * rewritten into it (matmul.h). Called once, before any context exists. */
 #include "pl/engine_model.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "matmul.h"
 #include "model_impl.h"
 #include "pl/engine_gguf.h"
 #include "pl/pl_util.h"
@@ -74,6 +76,23 @@ static void copy_section(const struct pl_model *m, uint8_t *dst, const uint8_t *
     }
 }
 
+/* Now that the weights are in memory of our own, rewrite the matrices whose tiled kernel
+ * has a layout of its own into it (matmul.h; same bytes, bit-identical products): not the
+ * token embeddings, whose rows the forward pass dequantizes, nor a tied output (the same
+ * bytes). A matrix that cannot be packed (no memory for the row buffer) stays as it is. */
+static void pack_weights(struct pl_model *m) {
+    m->n_packed = 0;
+    if (m->output.data != m->tok_embd.data)
+        m->n_packed += pl_mm_repack_weight(&m->output) > 0;
+    for (uint32_t i = 0; i < m->hp.n_layer; i++) {
+        struct pl_layer *l = &m->layers[i];
+        struct pl_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up,
+                                  &l->w_down};
+        for (size_t j = 0; j < sizeof(ws) / sizeof(ws[0]); j++)
+            m->n_packed += pl_mm_repack_weight(ws[j]) > 0;
+    }
+}
+
 int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
     if (!m || !dst || !m->gguf)
         return -EINVAL;
@@ -112,6 +131,7 @@ int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
         repoint(&l->w_up, sec, dst);
         repoint(&l->w_down, sec, dst);
     }
+    pack_weights(m);
     return 0;
 }
 
@@ -229,6 +249,13 @@ int pl_model_place_weights(struct pl_model *m, enum pl_weights_mode mode,
             (void)mprotect(dst, bytes, PROT_READ);
             m->wcopy = dst;
             m->wcopy_bytes = bytes;
+            info->packed = m->n_packed;
+            if (m->n_packed) {
+                size_t l = strlen(info->reason);
+                (void)snprintf(info->reason + l, sizeof(info->reason) - l,
+                               "; %u matrices repacked for this CPU's tiled kernels",
+                               m->n_packed);
+            }
             info->base = dst;
             info->bytes = bytes;
         }

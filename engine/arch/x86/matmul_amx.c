@@ -323,9 +323,11 @@ DEFINE_AMX_ROWS(rows8_q6_K, 256, PL_MM_HALF, unpack_q6_K, 0, sizeof(struct pl_bl
  * 44.9 / 68.7, AMX 41.6 / 45.4 / 43). */
 #define AMX_VEC_MAX 4u
 static struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q4_K, rows_q4_K,
-                                          NULL, rows8_q4_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX};
+                                          NULL, rows8_q4_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX,
+                                          NULL, NULL};
 static struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q6_K, rows_q6_K,
-                                          NULL, rows8_q6_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX};
+                                          NULL, rows8_q6_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX,
+                                          NULL, NULL};
 
 void pl_mm_amx_init(void) {
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);

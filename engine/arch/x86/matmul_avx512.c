@@ -258,6 +258,64 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
     blocks_scale(_mm_unpacklo_epi64(dx, dy), u);
 }
 
+/* ---- Weights repacked at load (matmul.h: pl_mm_tile_kernel.packed) ----
+ * Q4_0 and Q8_0 gather each super-block from 8 blocks of 18 or 34 bytes with word permutes:
+ * most of the decode kernel's port-5 work, which on two threads keeps it from the memory's
+ * rate. Repacked, every super-block holds what unpack_q4_0 / unpack_q8_0 build, in their
+ * register order, followed by the 8 block scales as fp16, in the same number of bytes:
+ *   Q4_0: [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4, [16] scales     (144 bytes)
+ *   Q8_0: [4][64] w[k] (already + 128 as unsigned bytes), [16] scales  (272 bytes)
+ * so a packed unpack is plain loads (and Q4_0's nibble split). The unpacked registers are
+ * the same bits, hence every product is bit-identical to the GGUF layout's. */
+
+static inline void unpack_q4_0p(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    u->w[0] = _mm512_and_si512(lo, m4);
+    u->w[1] = _mm512_and_si512(hi, m4);
+    u->w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4);
+    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4);
+    blocks_scale(_mm_loadu_si128((const __m128i *)(const void *)(p + 128)), u);
+}
+
+static inline void unpack_q8_0p(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q8_0);
+    for (int k = 0; k < 4; k++)
+        u->w[k] = _mm512_loadu_si512(p + 64 * k);
+    blocks_scale(_mm_loadu_si128((const __m128i *)(const void *)(p + 256)), u);
+}
+
+/* The fp16 scales of the 8 blocks of super-block s (blocks of bb bytes, scale first). */
+static void block_scales(const uint8_t *row, int64_t s, size_t bb, uint8_t *dst) {
+    for (int j = 0; j < 8; j++)
+        memcpy(dst + 2 * j, row + ((size_t)s * 8 + (size_t)j) * bb, 2);
+}
+
+/* src: a row of n elements in the GGUF layout; dst (another buffer): the packed row. */
+static void repack_q4_0(int64_t n, const uint8_t *src, uint8_t *dst) {
+    for (int64_t s = 0; s < n / 256; s++) {
+        struct unpacked u;
+        unpack_q4_0(src, s, &u);
+        uint8_t *p = dst + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
+        /* nibbles are < 16: shifting a qword left by 4 moves none into the next byte */
+        _mm512_storeu_si512(p, _mm512_or_si512(u.w[0], _mm512_slli_epi64(u.w[2], 4)));
+        _mm512_storeu_si512(p + 64, _mm512_or_si512(u.w[1], _mm512_slli_epi64(u.w[3], 4)));
+        block_scales(src, s, sizeof(struct pl_block_q4_0), p + 128);
+    }
+}
+
+static void repack_q8_0(int64_t n, const uint8_t *src, uint8_t *dst) {
+    for (int64_t s = 0; s < n / 256; s++) {
+        struct unpacked u;
+        unpack_q8_0(src, s, &u);
+        uint8_t *p = dst + (size_t)s * 8 * sizeof(struct pl_block_q8_0);
+        for (int k = 0; k < 4; k++)
+            _mm512_storeu_si512(p + 64 * k, u.w[k]);
+        block_scales(src, s, sizeof(struct pl_block_q8_0), p + 256);
+    }
+}
+
 /* ---- The row kernels ---- */
 
 /* Prefill. Lanes are tokens: the kernel reads one group (4 values of 16 tokens) per load
@@ -618,18 +676,32 @@ DEFINE_ROWS8(rows8_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS8(rows8_q8_0, unpack_q8_0, 8, 1, 7)
 DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 3, 8 * sizeof(struct pl_block_q4_0))
 DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 7, 8 * sizeof(struct pl_block_q8_0))
+DEFINE_ROWS(rows_q4_0p, unpack_q4_0p, 8, 1, 3)
+DEFINE_ROWS(rows_q8_0p, unpack_q8_0p, 8, 1, 7)
+DEFINE_ROWS8(rows8_q4_0p, unpack_q4_0p, 8, 1, 3)
+DEFINE_ROWS8(rows8_q8_0p, unpack_q8_0p, 8, 1, 7)
+DEFINE_VEC_ROWS(vec_q4_0p, unpack_q4_0p, 3, 8 * sizeof(struct pl_block_q4_0))
+DEFINE_VEC_ROWS(vec_q8_0p, unpack_q8_0p, 7, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL, 0};
+                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL, 0,
+                                                NULL, NULL};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL, 0};
-static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
-                                                vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
-                                                vec_q4_0n, 0};
-static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
-                                                vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
-                                                vec_q8_0n, 0};
+                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL, 0,
+                                                NULL, NULL};
+static const struct pl_mm_tile_kernel k_q4_0p = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p, PL_MM_ROWS,
+    NULL,              vec_q4_0pn, 0, NULL, NULL};
+static const struct pl_mm_tile_kernel k_q8_0p = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q8_0p, vec_q8_0p, rows8_q8_0p, PL_MM_ROWS,
+    NULL,              vec_q8_0pn, 0, NULL, NULL};
+static const struct pl_mm_tile_kernel k_q4_0 = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0, vec_q4_0, rows8_q4_0, PL_MM_ROWS,
+    NULL,              vec_q4_0n, 0, &k_q4_0p, repack_q4_0};
+static const struct pl_mm_tile_kernel k_q8_0 = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q8_0, vec_q8_0, rows8_q8_0, PL_MM_ROWS,
+    NULL,              vec_q8_0n, 0, &k_q8_0p, repack_q8_0};
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {

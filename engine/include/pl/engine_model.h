@@ -62,8 +62,11 @@ void pl_model_free(struct pl_model *m);
 /* Weight relocation (model_relocate.c): bytes of the tensor data section (0 for NULL), and
  * copy every weight into dst (cap bytes, aligned to the file's general.alignment; the caller
  * owns it and keeps it alive and unchanged until pl_model_free()) and use it from then on.
- * Call before any pl_ctx_new(). Returns 0, -EINVAL (NULL, misaligned dst, a weight outside
- * the data section), -ENOSPC (cap too small). On error the model is unchanged. */
+ * The matrices whose tiled kernel has a layout of its own (Q4_0, Q8_0 on AVX-512 CPUs) are
+ * then rewritten into it in dst (same size; the products stay bit-identical), so dst holds
+ * the file's bytes except there. Call before any pl_ctx_new(). Returns 0, -EINVAL (NULL,
+ * misaligned dst, a weight outside the data section), -ENOSPC (cap too small). On error the
+ * model is unchanged. */
 size_t pl_model_relocate_bytes(const struct pl_model *m);
 int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap);
 
@@ -83,6 +86,7 @@ struct pl_weights_info {
     const void *base;    /* the copy (NULL when the weights stayed in the file) */
     size_t bytes;        /* length of the copy's mapping (a multiple of 2 MiB), or 0 */
     size_t weight_bytes; /* bytes of tensor data */
+    uint32_t packed;     /* matrices repacked into the tiled kernels' own layout (the copy) */
 };
 
 /* Copy the weights per mode into memory the model owns (unmapped by pl_model_free()), made

@@ -326,12 +326,111 @@ static void test_swiglu(void **state) {
         }
 }
 
+/* Products with w (through act, or a half tile of act's tokens when half) into out. */
+static void run_rows(const struct pl_weight *w, const struct acts *a, bool half, float *out,
+                     size_t out_len) {
+    struct pl_mm_act h = a->act;
+    uint8_t *lay = NULL;
+    h.tk = pl_mm_weight_kernel(w);
+    if (half) {
+        h.tile_bytes = (pl_mm_lay_bytes(w->n_cols, PL_MM_HALF) + 63) & ~(size_t)63;
+        lay = aligned_alloc(64, h.tile_bytes);
+        assert_non_null(lay);
+        for (uint32_t t = 0; t < PL_MM_HALF; t++) {
+            if (t < a->act.n_tok)
+                h.tk->prep(a->xq + (size_t)t * w->act_row_bytes, w->n_cols, lay, PL_MM_HALF, t);
+            else
+                pl_mm_lay_clear(w->n_cols, lay, PL_MM_HALF, t);
+        }
+        h.tiles = lay;
+        h.slots = PL_MM_HALF;
+    }
+    for (size_t i = 0; i < out_len; i++)
+        out[i] = 0.5f * (float)(i % 5);
+    pl_matmul_rows(w, &h, out, w->n_rows, NULL, true, 1, w->n_rows);
+    free(lay);
+}
+
+/* Weights repacked into a tiled kernel's own layout (pl_mm_repack_weight, done at load for
+ * the model's copy) give bit for bit the products of the GGUF layout, on every path (decode
+ * vectors one by one and several at once, half tiles, full tiles, SwiGLU); types without a
+ * packed layout are left alone. */
+static void test_packed_weights_bit_identical(void **state) {
+    (void)state;
+    uint32_t n_packed = 0;
+    for (size_t i = 0; i < sizeof(k_types) / sizeof(k_types[0]); i++)
+        for (size_t j = 0; j < sizeof(k_shapes) / sizeof(k_shapes[0]); j++) {
+            const struct shape *sh = &k_shapes[j];
+            struct mat m, g2;
+            struct acts a;
+            mat_make(&m, k_types[i], sh->n, sh->rows);
+            mat_make(&g2, k_types[i], sh->n, sh->rows);
+            acts_make(&a, &m.w, sh->n_tok);
+            const size_t bytes = m.w.row_bytes * sh->rows, len = (size_t)sh->rows * sh->n_tok;
+            struct pl_weight p = m.w, pg = g2.w;
+            p.data = malloc(bytes);
+            pg.data = malloc(bytes);
+            assert_non_null(p.data);
+            assert_non_null(pg.data);
+            memcpy((void *)(uintptr_t)p.data, m.w.data, bytes);
+            memcpy((void *)(uintptr_t)pg.data, g2.w.data, bytes);
+            const int r = pl_mm_repack_weight(&p);
+            assert_in_range(r, 0, 1);
+            assert_int_equal(pl_mm_repack_weight(&pg), r);
+            assert_true(p.packed == (r == 1));
+            if (r == 0) {
+                assert_memory_equal(p.data, m.w.data, bytes);
+            } else {
+                const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(p.type, p.n_cols);
+                assert_ptr_equal(pl_mm_weight_kernel(&p), k->packed);
+                assert_ptr_equal(k->packed->prep, k->prep); /* the same activations serve */
+                assert_memory_not_equal(p.data, m.w.data, bytes);
+                assert_int_equal(pl_mm_repack_weight(&p), 0); /* once */
+                n_packed++;
+            }
+            float *want = malloc(sizeof(float) * len), *got = malloc(sizeof(float) * len);
+            assert_non_null(want);
+            assert_non_null(got);
+            for (int half = 0; half < 2; half++) {
+                if (half && (!a.act.tk || sh->n_tok > PL_MM_HALF || !a.act.tk->rows8))
+                    continue;
+                run_rows(&m.w, &a, half, want, len);
+                run_rows(&p, &a, half, got, len);
+                if (memcmp(want, got, sizeof(float) * len) != 0)
+                    fail_msg("type %u n %u tokens %u%s: packed weights differ", k_types[i],
+                             sh->n, sh->n_tok, half ? " (half tile)" : "");
+            }
+            struct pl_mm_act pa = a.act;
+            pa.tk = pl_mm_weight_kernel(&p);
+            pl_matmul_swiglu_rows(&m.w, &g2.w, &a.act, want, sh->rows, sh->r_lo, sh->rows);
+            pl_matmul_swiglu_rows(&p, &pg, &pa, got, sh->rows, sh->r_lo, sh->rows);
+            for (uint32_t t = 0; t < sh->n_tok; t++)
+                if (memcmp(want + (size_t)t * sh->rows + sh->r_lo,
+                           got + (size_t)t * sh->rows + sh->r_lo,
+                           sizeof(float) * (sh->rows - sh->r_lo)) != 0)
+                    fail_msg("swiglu type %u n %u tokens %u: packed weights differ",
+                             k_types[i], sh->n, sh->n_tok);
+            free(want);
+            free(got);
+            free((void *)(uintptr_t)p.data);
+            free((void *)(uintptr_t)pg.data);
+            acts_free(&a);
+            mat_free(&m);
+            mat_free(&g2);
+        }
+    /* Q4_0 and Q8_0 have a packed layout wherever there are AVX-512 tiles for them. */
+    const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(PL_GGML_TYPE_Q4_0, 256);
+    if (k && k->packed)
+        assert_true(n_packed >= 2 * sizeof(k_shapes) / sizeof(k_shapes[0]));
+}
+
 int main(void) {
     pl_quant_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_rows_bias_accumulate),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_packed_weights_bit_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

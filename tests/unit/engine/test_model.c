@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "matmul.h"
+#include "model_impl.h"
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/engine_tokenizer.h"
@@ -420,6 +422,82 @@ static void six_token_logits(struct pl_model *m, float *out) {
     pl_ctx_free(c);
 }
 
+/* Logits of a 12-token prompt (tiled products) and of two single-token steps after it
+ * (decode vectors): out[3][n_vocab]. */
+static void prompt_and_steps_logits(struct pl_model *m, float *out) {
+    const uint32_t nv = pl_model_hparams(m)->n_vocab;
+    struct pl_ctx_opts co = {.n_ctx = 64, .n_batch = 16};
+    struct pl_ctx *c = NULL;
+    assert_int_equal(pl_ctx_new(m, &co, &c), 0);
+    int32_t tok[12], pos[12], seq[12] = {0};
+    bool lg[12] = {false};
+    for (int i = 0; i < 12; i++)
+        tok[i] = (int32_t)((1u + 7919u * (unsigned)i) % nv), pos[i] = i;
+    lg[11] = true;
+    struct pl_batch b = {.n = 12, .token = tok, .pos = pos, .seq = seq, .logits = lg};
+    assert_int_equal(pl_ctx_decode(c, &b, out), 0);
+    for (int k = 1; k <= 2; k++) {
+        int32_t t = (int32_t)((13u * (unsigned)k) % nv), p = 11 + k, s0 = 0;
+        bool l = true;
+        struct pl_batch one = {.n = 1, .token = &t, .pos = &p, .seq = &s0, .logits = &l};
+        assert_int_equal(pl_ctx_decode(c, &one, out + (size_t)k * nv), 0);
+    }
+    pl_ctx_free(c);
+}
+
+/* Placed weights are repacked for this CPU's tiled kernels where they have a layout of their
+ * own (Q4_0, Q8_0 with AVX-512): the logits stay bit-identical to the file's weights, for a
+ * prompt and for decode steps, with separate and with tied output weights. */
+static void test_model_packed_weights_keep_logits(void **state) {
+    (void)state;
+    static const char *const names[] = {"tiny-llama-gpt2-Q4_0.gguf",
+                                        "tiny-llama-spm-tied-Q8_0.gguf"};
+    const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(PL_GGML_TYPE_Q4_0, 256);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[4200], err[256];
+        snprintf(path, sizeof(path), "%s/%s", g_dir, names[i]);
+        struct pl_model *file = NULL, *placed = NULL;
+        assert_int_equal(pl_model_load(path, NULL, &file, err, sizeof(err)), 0);
+        assert_int_equal(pl_model_load(path, NULL, &placed, err, sizeof(err)), 0);
+        struct pl_weights_info wi;
+        assert_int_equal(pl_model_place_weights(placed, PL_WEIGHTS_THP, &wi), 0);
+        assert_non_null(wi.base);
+        /* every layer matrix (rows of 256 or 512 elements; Q4_0 or Q8_0) and a separate
+         * output of such a type; never the token embeddings, tied output or not */
+        uint32_t n_mat = 7 * placed->hp.n_layer;
+        const struct pl_mm_tile_kernel *ko =
+            pl_mm_tile_kernel(placed->output.type, placed->output.n_cols);
+        n_mat += !placed->hp.tied_output && ko && ko->packed;
+        assert_int_equal(wi.packed, k && k->packed ? n_mat : 0);
+        assert_false(placed->tok_embd.packed);
+        if (wi.packed)
+            assert_non_null(strstr(wi.reason, "repacked"));
+        const uint32_t nv = pl_model_hparams(file)->n_vocab;
+        float *want = calloc(3 * (size_t)nv, sizeof(float));
+        float *got = calloc(3 * (size_t)nv, sizeof(float));
+        assert_non_null(want);
+        assert_non_null(got);
+        prompt_and_steps_logits(file, want);
+        prompt_and_steps_logits(placed, got);
+        assert_memory_equal(got, want, 3 * (size_t)nv * sizeof(float));
+        if (wi.packed) {
+            /* Packed and unpacked matrices in one group that shares its activations (Q, K,
+             * V) and in the FFN's fused gate/up pair: each product still runs its own
+             * weight's kernel (as with a matrix left unpacked for want of memory). */
+            placed->layers[0].wk = file->layers[0].wk;
+            placed->layers[1].w_up = file->layers[1].w_up;
+            assert_false(placed->layers[0].wk.packed);
+            assert_true(placed->layers[0].wq.packed);
+            prompt_and_steps_logits(placed, got);
+            assert_memory_equal(got, want, 3 * (size_t)nv * sizeof(float));
+        }
+        free(want);
+        free(got);
+        pl_model_free(file);
+        pl_model_free(placed);
+    }
+}
+
 /* Resident bytes of the mapping that contains addr, from /proc/self/smaps. */
 static uint64_t mapping_rss(const void *addr) {
     FILE *f = fopen("/proc/self/smaps", "re");
@@ -791,6 +869,7 @@ int main(void) {
         cmocka_unit_test(test_model_prompt_split_gives_same_logits),
         cmocka_unit_test(test_model_batch_invariance_every_quant),
         cmocka_unit_test(test_model_thread_count_keeps_logits),
+        cmocka_unit_test(test_model_packed_weights_keep_logits),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     free(g_img);
