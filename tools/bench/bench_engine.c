@@ -362,11 +362,13 @@ int bench_engine_main(int argc, char **argv) {
         printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"tile_isa\":\"%s\",\"threads\":%" PRIu32
                ",\"n_embd\":%" PRIu32 ",\"n_layer\":%" PRIu32 ",\"n_vocab\":%" PRIu32
                ",\"prompt_tokens\":%" PRIu32 ",\"gen_tokens\":%" PRIu32 ",\"batch\":%" PRIu32
-               ",\"reps\":%" PRIu32 ",\"weights\":\"%s\",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
+               ",\"reps\":%" PRIu32 ",\"weights\":\"%s\",\"packed_matrices\":%" PRIu32
+               ",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
                ",\"decode_tok_s\":%.2f,\"decode_best_tok_s\":%.2f"
                ",\"weight_bytes_per_token\":%" PRIu64 ",\"decode_effective_gb_s\":%.3f",
                path, main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads, hp->n_embd, hp->n_layer,
-               hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing, res.pp_tps, res.pp_best_tps,
+               hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing, res.wi.packed,
+               res.pp_tps, res.pp_best_tps,
                res.tg_tps, res.tg_best_tps, res.weight_bytes, eff * 1e-9);
         if (do_bw)
             printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio\":%.4f",
