@@ -535,9 +535,10 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
  * other's dependency chains. The hardware prefetchers do not run far enough ahead of two
  * interleaved streams: each super-block step prefetches the same super-block of the next
  * row pair (sb_bytes: super-block size) into the cache level hint. Batch invariance
- * (matmul.h): per super-block the exact integer block sums (offset 2^off_shift x the activation sums included) become
- * m_j = sum_j x (da_j x dw_j), summed as (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and
- * added to the row's sum: the float operations rows() does per token. */
+ * (matmul.h): per super-block the exact integer block sums (offset 2^off_shift x the
+ * activation sums included) become m_j = sum_j x (da_j x dw_j), summed as
+ * (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and added to the row's sum: the float
+ * operations rows() does per token. */
 #define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes, hint)                              \
     /* the 8 block products m_j of an unpacked super-block s with the vector v */            \
     static inline __attribute__((always_inline)) __m256 name##_m(                             \
