@@ -76,6 +76,14 @@ static void copy_section(const struct pl_model *m, uint8_t *dst, const uint8_t *
     }
 }
 
+/* The matrices of layer l, in ret[0 .. LAYER_MATS). */
+#define LAYER_MATS 7
+static void layer_mats(struct pl_layer *l, struct pl_weight *ret[LAYER_MATS]) {
+    struct pl_weight *ws[LAYER_MATS] = {&l->wq, &l->wk, &l->wv, &l->wo,
+                                        &l->w_gate, &l->w_up, &l->w_down};
+    memcpy(ret, ws, sizeof(ws));
+}
+
 /* Now that the weights are in memory of our own, rewrite the matrices whose tiled kernel
  * has a layout of its own into it (matmul.h; same bytes, bit-identical products): not the
  * token embeddings, whose rows the forward pass dequantizes, nor a tied output (the same
@@ -85,10 +93,9 @@ static void pack_weights(struct pl_model *m) {
     if (m->output.data != m->tok_embd.data)
         m->n_packed += pl_mm_repack_weight(&m->output) > 0;
     for (uint32_t i = 0; i < m->hp.n_layer; i++) {
-        struct pl_layer *l = &m->layers[i];
-        struct pl_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up,
-                                  &l->w_down};
-        for (size_t j = 0; j < sizeof(ws) / sizeof(ws[0]); j++)
+        struct pl_weight *ws[LAYER_MATS];
+        layer_mats(&m->layers[i], ws);
+        for (size_t j = 0; j < LAYER_MATS; j++)
             m->n_packed += pl_mm_repack_weight(ws[j]) > 0;
     }
 }
@@ -110,10 +117,9 @@ int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
         weight_offset(&m->output, sec, sec_bytes, &off) < 0)
         return -EINVAL;
     for (uint32_t i = 0; i < m->hp.n_layer; i++) {
-        const struct pl_layer *l = &m->layers[i];
-        const struct pl_weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo,
-                                        &l->w_gate, &l->w_up, &l->w_down};
-        for (size_t j = 0; j < sizeof(ws) / sizeof(ws[0]); j++)
+        struct pl_weight *ws[LAYER_MATS];
+        layer_mats(&m->layers[i], ws);
+        for (size_t j = 0; j < LAYER_MATS; j++)
             if (weight_offset(ws[j], sec, sec_bytes, &off) < 0)
                 return -EINVAL;
     }
@@ -122,14 +128,10 @@ int pl_model_relocate_weights(struct pl_model *m, void *dst, size_t cap) {
     repoint(&m->tok_embd, sec, dst);
     repoint(&m->output, sec, dst);
     for (uint32_t i = 0; i < m->hp.n_layer; i++) {
-        struct pl_layer *l = &m->layers[i];
-        repoint(&l->wq, sec, dst);
-        repoint(&l->wk, sec, dst);
-        repoint(&l->wv, sec, dst);
-        repoint(&l->wo, sec, dst);
-        repoint(&l->w_gate, sec, dst);
-        repoint(&l->w_up, sec, dst);
-        repoint(&l->w_down, sec, dst);
+        struct pl_weight *ws[LAYER_MATS];
+        layer_mats(&m->layers[i], ws);
+        for (size_t j = 0; j < LAYER_MATS; j++)
+            repoint(ws[j], sec, dst);
     }
     pack_weights(m);
     return 0;
