@@ -178,6 +178,28 @@ static const struct shape k_shapes[] = {
 static const uint32_t k_types[] = {PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_K,
                                    PL_GGML_TYPE_Q6_K};
 
+/* a's tokens in one layout of `slots` slots for kernel tk (the rest cleared), as an act for
+ * the weight w; *ret_lay: the buffer to free. */
+static struct pl_mm_act lay_act(const struct acts *a, const struct pl_weight *w,
+                                const struct pl_mm_tile_kernel *tk, uint32_t slots,
+                                uint8_t **ret_lay) {
+    struct pl_mm_act h = a->act;
+    h.tk = tk;
+    h.tile_bytes = (pl_mm_lay_bytes(w->n_cols, slots) + 63) & ~(size_t)63;
+    h.slots = slots;
+    uint8_t *lay = aligned_alloc(64, h.tile_bytes);
+    assert_non_null(lay);
+    for (uint32_t t = 0; t < slots; t++) {
+        if (t < a->act.n_tok)
+            tk->prep(a->xq + (size_t)t * w->act_row_bytes, w->n_cols, lay, slots, t);
+        else
+            pl_mm_lay_clear(w->n_cols, lay, slots, t);
+    }
+    h.tiles = lay;
+    *ret_lay = lay;
+    return h;
+}
+
 static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
     struct mat m;
     struct acts a;
@@ -202,22 +224,10 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
         for (uint32_t slots = PL_MM_HALF; slots <= PL_MM_TILE; slots *= 2) {
             if (slots == PL_MM_HALF && !tk->rows8)
                 continue;
-            const size_t lb = (pl_mm_lay_bytes(sh->n, slots) + 63) & ~(size_t)63;
-            uint8_t *lay = aligned_alloc(64, lb);
+            uint8_t *lay;
+            const struct pl_mm_act h = lay_act(&a, &m.w, tk, slots, &lay);
             float *out2 = malloc(sizeof(float) * (size_t)stride * sh->n_tok);
-            assert_non_null(lay);
             assert_non_null(out2);
-            for (uint32_t t = 0; t < slots; t++) {
-                if (t < sh->n_tok)
-                    tk->prep(a.xq + (size_t)t * m.w.act_row_bytes, sh->n, lay, slots, t);
-                else
-                    pl_mm_lay_clear(sh->n, lay, slots, t);
-            }
-            struct pl_mm_act h = a.act;
-            h.tk = tk;
-            h.tiles = lay;
-            h.tile_bytes = lb;
-            h.slots = slots;
             for (size_t i = 0; i < (size_t)stride * sh->n_tok; i++)
                 out2[i] = 1000.0f + (float)(i % 7);
             pl_matmul_rows(&m.w, &h, out2, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
@@ -332,19 +342,8 @@ static void run_rows(const struct pl_weight *w, const struct acts *a, bool half,
     struct pl_mm_act h = a->act;
     uint8_t *lay = NULL;
     h.tk = pl_mm_weight_kernel(w);
-    if (half) {
-        h.tile_bytes = (pl_mm_lay_bytes(w->n_cols, PL_MM_HALF) + 63) & ~(size_t)63;
-        lay = aligned_alloc(64, h.tile_bytes);
-        assert_non_null(lay);
-        for (uint32_t t = 0; t < PL_MM_HALF; t++) {
-            if (t < a->act.n_tok)
-                h.tk->prep(a->xq + (size_t)t * w->act_row_bytes, w->n_cols, lay, PL_MM_HALF, t);
-            else
-                pl_mm_lay_clear(w->n_cols, lay, PL_MM_HALF, t);
-        }
-        h.tiles = lay;
-        h.slots = PL_MM_HALF;
-    }
+    if (half)
+        h = lay_act(a, w, h.tk, PL_MM_HALF, &lay);
     for (size_t i = 0; i < out_len; i++)
         out[i] = 0.5f * (float)(i % 5);
     pl_matmul_rows(w, &h, out, w->n_rows, NULL, true, 1, w->n_rows);
