@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pl/ipc_ring.h"
@@ -202,6 +204,31 @@ int pl_ipc_uring_cancel(struct pl_ipc_uring *u, uint64_t tag) {
     io_uring_prep_cancel64(sqe, tag, IORING_ASYNC_CANCEL_ALL);
     io_uring_sqe_set_data64(sqe, PL_IPC_URING_TAG_INTERNAL);
     return 0;
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int pl_ipc_uring_spin(struct pl_ipc_uring *u, uint64_t spin_ns) {
+    if (!u)
+        return -EINVAL;
+    if (io_uring_sq_ready(&u->ring) > 0) {
+        pl_ipc_stats_count(PL_IPC_STAT_OTHER);
+        int r = io_uring_submit(&u->ring);
+        if (r < 0 && r != -EBUSY && r != -EAGAIN)
+            return r;
+    }
+    uint64_t t0 = mono_ns();
+    for (;;) {
+        if (io_uring_cq_ready(&u->ring) > 0)
+            return 1;
+        if (mono_ns() - t0 >= spin_ns)
+            return 0;
+        (void)sched_yield();
+    }
 }
 
 int pl_ipc_uring_wait(struct pl_ipc_uring *u, struct pl_ipc_uring_event *evs, unsigned max,

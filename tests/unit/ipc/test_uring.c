@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for ipc/src/uring.c: multishot poll on a doorbell, eventfd read, accept on a
  * listening SOCK_SEQPACKET socket, hang-up detection, cancel, timeouts, argument checks, and
- * the futex wait a sleeping broker uses (skipped before Linux 6.7).
+ * the futex wait a sleeping broker uses (skipped before Linux 6.7), and the spin that looks for
+ * completions without sleeping.
  * Exits 77 (skip) when the kernel has no usable io_uring. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -241,6 +243,71 @@ static void test_uring_futex_wait_woken_by_notify(void **state) {
     pl_ipc_region_done(&reg);
 }
 
+/* pl_ipc_uring_spin: it submits what is queued, and what another thread then completes (a
+ * futex wait its FUTEX_WAKE ends, else an eventfd read its write satisfies) shows up while
+ * this thread spins, without a blocking io_uring_enter. A spin that left the wait unsubmitted
+ * would run to its 5 s limit and return 0. */
+struct later_wake {
+    struct pl_ipc_ring *ring; /* futex path: the client's submission ring, else NULL */
+    int fd;                   /* eventfd path */
+};
+
+static void *wake_later(void *arg) {
+    struct later_wake *w = arg;
+    (void)usleep(20000);
+    if (w->ring) {
+        assert_int_equal(pl_ipc_ring_push(w->ring, 1, "x", 1), 0);
+        assert_int_equal(pl_ipc_doorbell_notify(w->ring, -1), 0);
+    } else {
+        assert_int_equal(pl_ipc_doorbell_ring(w->fd), 0);
+    }
+    return NULL;
+}
+
+static void spin_until_woken(struct pl_ipc_uring *u, struct later_wake *w, uint64_t tag,
+                             int32_t want_res) {
+    /* Nothing yet: the spin submits the queued wait and gives up after 2 ms. */
+    assert_int_equal(pl_ipc_uring_spin(u, 2000000u), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, wake_later, w), 0);
+    int r = pl_ipc_uring_spin(u, 5000000000ull);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(r, 1);
+    struct pl_ipc_uring_event ev;
+    assert_int_equal(pl_ipc_uring_wait(u, &ev, 1, 0), 1);
+    assert_int_equal(ev.tag, tag);
+    assert_int_equal(ev.res, want_res);
+}
+
+static void test_uring_spin_sees_other_threads_completions(void **state) {
+    struct pl_ipc_uring *u = *state;
+    assert_int_equal(pl_ipc_uring_spin(NULL, 1), -EINVAL);
+    assert_int_equal(pl_ipc_uring_spin(u, 0), 0); /* nothing queued, nothing ready */
+
+    struct later_wake w = {.ring = NULL};
+    assert_int_equal(pl_ipc_doorbell_open(&w.fd), 0);
+    uint64_t v = 0;
+    assert_int_equal(pl_ipc_uring_read(u, w.fd, &v, sizeof(v), 21), 0);
+    spin_until_woken(u, &w, 21, 8);
+    assert_int_equal(v, 1);
+    close(w.fd);
+
+    if (!pl_ipc_uring_has_futex_wait(u))
+        return;
+    struct pl_ipc_region reg = PL_IPC_REGION_INIT;
+    assert_int_equal(pl_ipc_region_create(&reg, 4096, 4096, 256), 0);
+    struct pl_ipc_ring bsq, bcq, csq, ccq;
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_BROKER, &bsq, &bcq), 0);
+    assert_int_equal(pl_ipc_region_rings(&reg, PL_IPC_REGION_CLIENT, &csq, &ccq), 0);
+    struct pl_ipc_futex f = {0};
+    assert_int_equal(pl_ipc_ring_sleep_prepare_futex(&bsq, 0, &f), 0);
+    assert_int_equal(pl_ipc_uring_futex_wait(u, &f, 22), 0);
+    w.ring = &csq;
+    spin_until_woken(u, &w, 22, 0);
+    pl_ipc_ring_sleep_finish(&bsq);
+    pl_ipc_region_done(&reg);
+}
+
 int main(void) {
     struct pl_ipc_uring *probe;
     int r = pl_ipc_uring_new(8, &probe);
@@ -257,6 +324,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_uring_rejects_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uring_many_doorbells_one_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uring_futex_wait_woken_by_notify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_spin_sees_other_threads_completions, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
