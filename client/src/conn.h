@@ -65,10 +65,11 @@ int pl_client_conn_read(struct pl_client_conn *c, uint32_t *ret_type, uint32_t *
 int pl_client_conn_release(struct pl_client_conn *c);
 
 /* Owner thread: wait until a completion record is available or, when sq_need > 0, the
- * submission ring has room for a record of sq_need payload bytes. Spins up to spin_ns, then
- * sleeps in FUTEX_WAIT on the completion ring (one syscall per sleep; bounded sleeps between
- * which the socket is checked, so a dead broker is noticed within ~50 ms), or with a broker
- * without futex wake-ups, in poll() on the doorbell and the socket at once.
+ * submission ring has room for a record of sq_need payload bytes. Spins up to spin_ns (see
+ * picolm_set_spin), then sleeps in FUTEX_WAIT on the completion ring (one syscall per sleep;
+ * bounded sleeps between which the socket is checked, so a dead broker is noticed within ~50
+ * ms), or with a broker without futex wake-ups, in poll() on the doorbell and the socket at
+ * once.
  * Returns 0 (ready); -PL_ERR_GONE (the broker hung up and the completion ring is empty);
  * -ETIMEDOUT (timeout_ms passed); -PL_ERR_PROTOCOL; -errno. */
 int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need);

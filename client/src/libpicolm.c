@@ -23,7 +23,7 @@
 #include "conn.h"
 #include "wire.h"
 
-#define DEFAULT_SPIN_NS 20000u
+#define DEFAULT_SPIN_NS 250000u
 #define MAX_SPIN_NS 1000000000u
 /* Arena: starts at 64 KiB, and one record may never decode into more than 256 MiB. */
 #define ARENA_INITIAL_BYTES (64u * 1024u)
