@@ -849,8 +849,9 @@ static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
     return n;
 }
 
-/* Write out what finished in this step right away (not one loop later). */
-static void retire_finished(struct pl_daemon_sched *s) {
+/* Write out what finished in this step right away (not one loop later). Returns the number
+ * of requests retired. */
+static uint32_t retire_finished(struct pl_daemon_sched *s) {
     uint32_t j = 0;
     for (uint32_t i = 0; i < s->n_held; i++) {
         struct pl_daemon_req *q = s->held[i];
@@ -858,7 +859,9 @@ static void retire_finished(struct pl_daemon_sched *s) {
             continue;
         s->held[j++] = q;
     }
+    uint32_t n = s->n_held - j;
     s->n_held = j;
+    return n;
 }
 
 /* Publish the committed records of the sessions in the dirty list, waking clients that
@@ -987,6 +990,27 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_b
     }
 }
 
+/* A step just answered a request while others keep the loop busy. Its client, in a
+ * request-answer loop, sends its next request within tens of microseconds - usually just
+ * after the next step has started, so that request would wait a whole step (tens of
+ * milliseconds on a large model) before its prefill even begins: its time to first token
+ * doubles. Waiting up to LINGER_MAX_NS, and at most 1/LINGER_SHARE of a loop, for a new
+ * command lets it join the next step, at a cost to the running streams of at most that
+ * share of their speed (none on short steps, where the wait would be no help anyway). */
+#define LINGER_MAX_NS 300000ull
+#define LINGER_SHARE 200u
+
+static void linger(struct pl_daemon_sched *s) {
+    uint64_t budget = PL_MIN(LINGER_MAX_NS, s->loop_ns / LINGER_SHARE);
+    if (budget < 20000u)
+        return;
+    uint64_t t0 = pl_daemon_now_ns();
+    while (pl_daemon_spsc_empty(&s->cmdq) &&
+           !atomic_load_explicit(&s->stop, memory_order_relaxed) &&
+           pl_daemon_now_ns() - t0 < budget)
+        (void)sched_yield();
+}
+
 static void run(struct pl_daemon_sched *s) {
     uint64_t t_busy = 0; /* start of the last loop that ran a step, 0 after an idle one */
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
@@ -997,8 +1021,7 @@ static void run(struct pl_daemon_sched *s) {
         handle_outboxes(s);
         bool stalled = prepare(s, now);
         uint32_t n = step(s, now);
-        if (n > 0)
-            retire_finished(s);
+        uint32_t n_retired = n > 0 ? retire_finished(s) : 0;
         bool busy_before = t_busy != 0;
         t_busy = n > 0 ? now : 0;
         publish_dirty(s, pl_daemon_now_ns(), n == 0);
@@ -1007,6 +1030,8 @@ static void run(struct pl_daemon_sched *s) {
         if (n == 0) {
             pl_daemon_pcache_save(s->pcache); /* idle: chains not on disk yet */
             sleep_until_work(s, stalled || s->n_outbox > 0, busy_before, now);
+        } else if (n_retired > 0 && s->n_held > 0) {
+            linger(s);
         }
     }
 }
