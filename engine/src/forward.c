@@ -683,6 +683,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     r = pl_threadpool_new(c->n_threads, m->pin, &c->pool);
     if (r < 0)
         goto fail;
+    pl_threadpool_set_idle_yield(c->pool, m->idle_yield);
     *ret = c;
     return 0;
 

@@ -470,6 +470,7 @@ static int load_from_gguf(struct pl_gguf *g, const struct pl_model_opts *opts,
              : opts->pin_threads ? PL_THREADPOOL_PIN_ALL
              : opts->pin_workers ? PL_THREADPOOL_PIN_WORKERS
                                  : PL_THREADPOOL_PIN_NONE;
+    m->idle_yield = opts && opts->yield_idle_workers;
 
     if ((r = read_hparams(g, &m->hp, err, err_len)) < 0)
         goto fail;

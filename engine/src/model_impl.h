@@ -56,6 +56,7 @@ struct pl_model {
     struct pl_tokenizer *tok;
     uint32_t n_threads;             /* resolved: >= 1 */
     enum pl_threadpool_pin pin;     /* how each context's pool is pinned (threadpool.h) */
+    bool idle_yield;                /* each context's pool: pl_threadpool_set_idle_yield() */
 
     struct pl_weight tok_embd;      /* [n_vocab][n_embd]; any type with to_f32 */
     struct pl_vec output_norm;      /* [n_embd] */

@@ -25,8 +25,18 @@
  * enough not to burn a core that another process could use while the pool is idle. A
  * sleep costs the waker a futex syscall and the sleeper a wake-up that is often longer than
  * the phase it waited for. Time-based: a pause lasts 10 to 150 cycles depending on the CPU.
- * The clock is read once per SPIN_CHECK pauses. */
+ * The clock is read once per SPIN_CHECK pauses.
+ *
+ * In a pool set to yield when idle (pl_threadpool_set_idle_yield), a worker waiting for the
+ * next run spins on pauses for DISPATCH_PAUSE_NS only, then yields the CPU at each look: in
+ * a broker the threads that make the next run happen (its event thread and its clients,
+ * themselves spinning with yields on a small machine) may be queued on this very CPU, and a
+ * worker that only paused would keep them off it until its spin ran out, 200 us later. A
+ * yield returns at once when nothing else wants the CPU, so the worker still sees the next
+ * run within a microsecond or so; still, the syscalls cost a process that runs alone a
+ * little decode speed, hence the setting. Barriers inside a run only pause. */
 #define SPIN_NS 200000ull
+#define DISPATCH_PAUSE_NS 2000ull
 #define SPIN_CHECK 16
 
 /* ---- Futex-backed waiting ---- */
@@ -62,20 +72,27 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
     (void)syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Wait until w->word != val. On return the caller has acquired the store that changed it. */
-static void waitword_wait_ne(struct waitword *w, uint32_t val) {
+/* Wait until w->word != val, yielding the CPU at each look after pause_ns of spinning
+ * (SPIN_NS: never). On return the caller has acquired the store that changed it. */
+static void waitword_wait_ne(struct waitword *w, uint32_t val, uint64_t pause_ns) {
     uint64_t t0 = 0;
+    bool yielding = false;
     for (uint32_t i = 1;; i++) {
         /* Acquire: pairs with the seq_cst (hence release) increment in waitword_bump(). */
         if (atomic_load_explicit(&w->word, memory_order_acquire) != val)
             return;
-        cpu_relax();
-        if (i % SPIN_CHECK == 0) {
+        if (!yielding)
+            cpu_relax();
+        else
+            (void)sched_yield();
+        if (yielding || i % SPIN_CHECK == 0) {
             uint64_t t = mono_ns();
             if (!t0)
                 t0 = t;
             else if (t - t0 >= SPIN_NS)
                 break;
+            else
+                yielding = t - t0 >= pause_ns;
         }
     }
     /* Dekker-style handshake with waitword_bump(), both sides seq_cst: either the waker's
@@ -122,6 +139,9 @@ struct pl_threadpool {
     /* Barrier: word = phase, count = arrivals in the current phase. */
     alignas(64) struct waitword phase;
     alignas(64) _Atomic uint32_t arrived;
+    /* How long an idle worker pauses before it yields (SPIN_NS: it never does); read by the
+     * workers at each wait for a run. */
+    _Atomic uint64_t dispatch_pause_ns;
 };
 
 void pl_threadpool_barrier(struct pl_threadpool *p) {
@@ -144,7 +164,7 @@ void pl_threadpool_barrier(struct pl_threadpool *p) {
         waitword_bump(&p->phase);
         return;
     }
-    waitword_wait_ne(&p->phase, ph);
+    waitword_wait_ne(&p->phase, ph, SPIN_NS);
 }
 
 static void *worker_main(void *argp) {
@@ -153,7 +173,8 @@ static void *worker_main(void *argp) {
     uint32_t seen = 0; /* the generation counter starts at 0 */
 
     for (;;) {
-        waitword_wait_ne(&p->dispatch, seen);
+        waitword_wait_ne(&p->dispatch, seen,
+                         atomic_load_explicit(&p->dispatch_pause_ns, memory_order_relaxed));
         /* A new run can only start after this worker passed the previous run's final
          * barrier, so the generation moved by exactly one. */
         seen++;
@@ -180,6 +201,11 @@ void pl_threadpool_run(struct pl_threadpool *p, pl_threadpool_fn fn, void *arg) 
     /* The final barrier: when it returns, every worker finished fn and its writes are
      * visible here (barrier ordering). */
     pl_threadpool_barrier(p);
+}
+
+void pl_threadpool_set_idle_yield(struct pl_threadpool *p, bool yield) {
+    atomic_store_explicit(&p->dispatch_pause_ns, yield ? DISPATCH_PAUSE_NS : SPIN_NS,
+                          memory_order_relaxed);
 }
 
 uint32_t pl_threadpool_n_threads(const struct pl_threadpool *p) {
@@ -238,6 +264,7 @@ int pl_threadpool_new(uint32_t n_threads, enum pl_threadpool_pin pin_mode,
     atomic_init(&p->phase.word, 0);
     atomic_init(&p->phase.n_sleepers, 0);
     atomic_init(&p->arrived, 0);
+    atomic_init(&p->dispatch_pause_ns, SPIN_NS);
 
     if (n_threads > 1) {
         p->threads = calloc(n_threads - 1, sizeof(*p->threads));

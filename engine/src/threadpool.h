@@ -34,6 +34,12 @@ void pl_threadpool_free(struct pl_threadpool *p);
 
 uint32_t pl_threadpool_n_threads(const struct pl_threadpool *p);
 
+/* yield: idle workers (waiting for the next run) pause for 2 us, then yield the CPU at each
+ * look until they sleep, instead of pausing all along: for a process whose other threads
+ * spin with yields on the same CPUs (picolmd's event thread, its clients), which pausing
+ * workers would keep off those CPUs. Off by default. Any time, from any thread. */
+void pl_threadpool_set_idle_yield(struct pl_threadpool *p, bool yield);
+
 /* Run fn(arg, ith, nth) on all nth threads (the caller is ith 0) and return when every
  * call has returned; all writes made by any thread inside fn are visible to the caller
  * afterwards. Not reentrant: one run at a time per pool, from one thread at a time. */

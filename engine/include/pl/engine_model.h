@@ -40,6 +40,9 @@ struct pl_model_opts {
     bool pin_threads;        /* pin pool thread i to the i-th allowed CPU (the thread calling
                                 pl_ctx_new() becomes thread 0 and is pinned too) */
     bool pin_workers;        /* pin only threads 1.. so (thread 0 stays free to move) */
+    bool yield_idle_workers; /* workers waiting for the next step yield the CPU after 2 us
+                                instead of pausing until they sleep: for a process whose
+                                other threads spin with yields on the same CPUs (picolmd) */
 };
 
 /* Load path: parse GGUF, check every tensor's type and shape against the hparams, build the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the forward pass's worker pool (engine/src/threadpool.c): every thread runs once
  * per run, barriers order plain writes between phases, no run is lost whether workers spin
- * or sleep, bad arguments are refused. Run under TSan by the `threads` label. */
+ * (pausing or yielding) or sleep, bad arguments are refused. Run under TSan by the `threads` label. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -105,12 +105,23 @@ static void partial_sums(void *arg, uint32_t ith, uint32_t nth) {
     s->part[ith] = acc;
 }
 
-static void test_threadpool_no_lost_wakeups(void **state) {
-    (void)state;
+static void busy_wait_ns(uint64_t ns) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
+               (uint64_t)t0.tv_nsec < ns);
+}
+
+/* Runs back to back and after gaps that leave the workers pausing, yielding (idle_yield) or
+ * asleep in the kernel: every run must be seen and complete. */
+static void no_lost_wakeups(bool idle_yield) {
     struct pl_threadpool *p = NULL;
     struct sum_state s;
     memset(&s, 0, sizeof(s));
     assert_int_equal(pl_threadpool_new(3, PL_THREADPOOL_PIN_NONE, &p), 0);
+    pl_threadpool_set_idle_yield(p, idle_yield);
     for (uint32_t k = 0; k < 3000; k++) {
         s.n = 1000 + k;
         memset(s.part, 0, sizeof(s.part));
@@ -122,9 +133,23 @@ static void test_threadpool_no_lost_wakeups(void **state) {
              * next run must wake them. Correctness does not depend on the duration. */
             struct timespec ts = {0, 3 * 1000 * 1000};
             nanosleep(&ts, NULL);
+        } else if (k % 50 == 0) {
+            busy_wait_ns(k % 100 == 0 ? 1000u : 40000u); /* pausing, then yielding workers */
         }
+        if (k == 1500) /* the setting may change between runs */
+            pl_threadpool_set_idle_yield(p, !idle_yield);
     }
     pl_threadpool_free(p);
+}
+
+static void test_threadpool_no_lost_wakeups(void **state) {
+    (void)state;
+    no_lost_wakeups(false);
+}
+
+static void test_threadpool_no_lost_wakeups_idle_yield(void **state) {
+    (void)state;
+    no_lost_wakeups(true);
 }
 
 static void test_threadpool_rejects_bad_arguments(void **state) {
@@ -181,6 +206,7 @@ int main(void) {
         cmocka_unit_test(test_threadpool_runs_every_thread_once),
         cmocka_unit_test(test_threadpool_barrier_orders_phases),
         cmocka_unit_test(test_threadpool_no_lost_wakeups),
+        cmocka_unit_test(test_threadpool_no_lost_wakeups_idle_yield),
         cmocka_unit_test(test_threadpool_rejects_bad_arguments),
         cmocka_unit_test(test_threadpool_free_without_runs),
         cmocka_unit_test(test_threadpool_pin_modes),
