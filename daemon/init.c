@@ -50,7 +50,9 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
      * the inference thread itself floats so that it is never stuck behind another process's
      * work (a second daemon, a test) on one CPU. */
     struct pl_model_opts mo = {.n_threads = cfg->n_cpus, .pin_threads = cfg->n_cpus > 0,
-                               .pin_workers = cfg->n_cpus == 0};
+                               .pin_workers = cfg->n_cpus == 0,
+                               /* the event thread and the clients spin with yields */
+                               .yield_idle_workers = true};
     struct pl_model *m = NULL;
     int r;
 
