@@ -39,12 +39,14 @@ enum tag_kind {
 };
 
 #define TICK_MS 100
-/* After a client's doorbell, look for the next event this long before sleeping (yielding
- * the CPU at each look): a client in a request-answer loop sends its next request within tens
- * of microseconds of its answer, and a wake-up of this thread across CPUs costs 10-50 us on
- * a virtual machine - as much as the broker's whole overhead on a short request. Sessions
- * that only stream tokens never ring, so they cost no spin. */
+/* After a client's doorbell, and after a request ended, look for the next event this long
+ * before sleeping (yielding the CPU at each look, and taking the scheduler's notices every
+ * SPIN_SLICE_NS): a client in a request-answer loop sends its next request within tens of
+ * microseconds of its answer, and a wake-up of this thread across CPUs costs 10-50 us on a
+ * virtual machine - as much as the broker's whole overhead on a short request. Sessions that
+ * only stream tokens never ring, so they cost no spin. */
 #define DOORBELL_SPIN_NS 200000ull
+#define SPIN_SLICE_NS 20000ull
 
 static uint64_t tag(enum tag_kind k, uint32_t gen, uint32_t slot) {
     return ((uint64_t)k << 56) | ((uint64_t)(gen & 0xffffffu) << 32) | slot;
@@ -336,11 +338,13 @@ static void on_session_event(struct pl_daemon *d, const struct pl_ipc_uring_even
 /* Everything the scheduler queued so far, in order. Called before each batch of events is
  * looked at (the scheduler does not announce every notice: see notice() in scheduler.c) and
  * when it announces some. */
-static void take_notices(struct pl_daemon *d) {
+static uint32_t take_notices(struct pl_daemon *d) {
     struct pl_daemon_msg m;
+    uint32_t n_done = 0;
     while (pl_daemon_sched_notice(d->sched, &m)) {
         switch (m.kind) {
         case PL_DAEMON_NOTICE_REQ_DONE: {
+            n_done++;
             struct pl_daemon_req *q = m.ptr;
             pl_daemon_access_request_end(&d->access, q, (uint64_t)q->n_fed + q->n_gen,
                                          pl_daemon_now_ns());
@@ -389,6 +393,7 @@ static void take_notices(struct pl_daemon *d) {
             break;
         }
     }
+    return n_done;
 }
 
 /* Sessions that left a Generate in their ring while notices were pending
@@ -579,12 +584,19 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
     uint64_t t_doorbell = 0; /* last client doorbell, 0: none since the last sleep */
     while (!d->quit) {
         /* A Generate deferred by the last redispatch: look again without sleeping. Right
-         * after a doorbell: look for a while before sleeping. */
-        if (t_doorbell && !d->n_gen_deferred) {
-            uint64_t since = pl_daemon_now_ns() - t_doorbell;
-            if (since >= DOORBELL_SPIN_NS ||
-                pl_ipc_uring_spin(d->uring, DOORBELL_SPIN_NS - since) <= 0)
+         * after a doorbell or an answer: look for a while before sleeping. */
+        while (t_doorbell && !d->n_gen_deferred) {
+            uint64_t now = pl_daemon_now_ns();
+            if (now - t_doorbell >= DOORBELL_SPIN_NS) {
                 t_doorbell = 0;
+                break;
+            }
+            uint64_t left = DOORBELL_SPIN_NS - (now - t_doorbell);
+            int sr = pl_ipc_uring_spin(d->uring, PL_MIN(left, SPIN_SLICE_NS));
+            if (sr != 0) /* an event (or a failed submission: the wait reports it) */
+                break;
+            if (take_notices(d) > 0) /* an answer went out: its client may send again */
+                t_doorbell = pl_daemon_now_ns();
         }
         int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs),
                                   d->n_gen_deferred ? 0 : TICK_MS);
@@ -592,7 +604,8 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
             return pl_log_err_errno(n, "io_uring wait failed");
         /* First what the scheduler finished: a client that got its Done and submits again
          * must find that request's slot free. */
-        take_notices(d);
+        if (take_notices(d) > 0 && !t_doorbell)
+            t_doorbell = pl_daemon_now_ns();
         for (int i = 0; i < n; i++) {
             switch (tag_kind(evs[i].tag)) {
             case T_LISTEN:
