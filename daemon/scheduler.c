@@ -104,9 +104,7 @@ struct pl_daemon_sched {
 };
 
 uint64_t pl_daemon_now_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return pl_now_ns();
 }
 
 static uint32_t blocks_for(uint32_t tokens) {

@@ -66,12 +66,6 @@ static struct local *to_local(struct pl_cli_backend *b) {
     return (struct local *)b;
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 #define set_err(l, ...) (void)snprintf((l)->base.err, sizeof((l)->base.err), __VA_ARGS__)
 
 /* (Re)create the context when it is missing or was made for other sizes. */
@@ -609,13 +603,13 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
     if (r < 0)
         goto out;
 
-    uint64_t t0 = now_ns();
+    uint64_t t0 = pl_now_ns();
     r = decode_prompt(l, prompt, n_prompt, false, logits, NULL, NULL);
     if (r < 0)
         goto out;
     for (size_t i = 0; i < n_prompt; i++)
         pl_sampler_accept(smp, prompt[i]);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = pl_now_ns();
     st.prompt_ns = t1 - t0;
 
     /* The grammar's token budget, as the broker computes it: the tokens left when -n bounds
@@ -704,7 +698,7 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
         if (r == 1)
             st.stop = PL_CLI_STOP_STRING;
     }
-    st.gen_ns = now_ns() - t1;
+    st.gen_ns = pl_now_ns() - t1;
     r = 0;
 out:
     if (ret_stats)

@@ -50,12 +50,6 @@ static void set_err(char *err, size_t err_len, const char *fmt, ...) {
     va_end(ap);
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -269,7 +263,7 @@ int pl_client_conn_send(struct pl_client_conn *c, uint32_t type, const ProtobufC
     /* A foreign thread may not touch the completion ring or the doorbell: poll the socket
      * (for hang-ups) with a short timeout until the broker makes room. */
     int bound = c->timeout_ms >= 0 ? c->timeout_ms : SEND_DEFAULT_BOUND_MS;
-    uint64_t deadline = now_ns() + (uint64_t)bound * 1000000ull;
+    uint64_t deadline = pl_now_ns() + (uint64_t)bound * 1000000ull;
     for (;;) {
         struct pollfd p = {.fd = c->sock, .events = POLLRDHUP};
         int n = poll(&p, 1, SEND_POLL_MS);
@@ -278,7 +272,7 @@ int pl_client_conn_send(struct pl_client_conn *c, uint32_t type, const ProtobufC
         r = try_send(c, type, msg, len);
         if (r != -EAGAIN)
             return r;
-        if (now_ns() >= deadline)
+        if (pl_now_ns() >= deadline)
             return -ETIMEDOUT;
     }
 }
@@ -309,7 +303,7 @@ static int wait_futex(struct pl_client_conn *c, uint32_t sq_need, uint64_t deadl
     for (;;) {
         int slice = sq_need ? FUTEX_SLEEP_SQ_MS : FUTEX_SLEEP_MS;
         if (deadline) {
-            uint64_t now = now_ns();
+            uint64_t now = pl_now_ns();
             if (now >= deadline)
                 return -ETIMEDOUT;
             uint64_t left = (deadline - now + 999999ull) / 1000000ull;
@@ -391,7 +385,7 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
     if (atomic_load_explicit(&c->gone, memory_order_relaxed))
         return -PL_ERR_GONE;
 
-    uint64_t start = now_ns();
+    uint64_t start = pl_now_ns();
     if (spin_worthwhile(c)) {
         uint64_t t = start;
         for (uint32_t i = 1;; i++) {
@@ -408,7 +402,7 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
             } else {
                 (void)sched_yield();
             }
-            t = now_ns();
+            t = pl_now_ns();
             if (t - start >= c->spin_ns)
                 break;
         }
@@ -423,7 +417,7 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
     for (;;) {
         int timeout = -1;
         if (c->timeout_ms >= 0) {
-            uint64_t now = now_ns();
+            uint64_t now = pl_now_ns();
             if (now >= deadline)
                 return -ETIMEDOUT;
             timeout = (int)((deadline - now + 999999ull) / 1000000ull);

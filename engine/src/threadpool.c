@@ -56,12 +56,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
     /* Returns at once (EAGAIN) when *addr != val; spurious returns are handled by the
      * caller's loop. */
@@ -86,7 +80,7 @@ static void waitword_wait_ne(struct waitword *w, uint32_t val, uint64_t pause_ns
         else
             (void)sched_yield();
         if (yielding || i % SPIN_CHECK == 0) {
-            uint64_t t = mono_ns();
+            uint64_t t = pl_now_ns();
             if (!t0)
                 t0 = t;
             else if (t - t0 >= SPIN_NS)

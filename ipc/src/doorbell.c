@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pl/ipc_ring.h"
+#include "pl/pl_util.h"
 #include "stats.h"
 
 int pl_ipc_doorbell_open(int *ret_fd) {
@@ -156,12 +157,6 @@ int pl_ipc_doorbell_notify_batch(struct pl_ipc_ring *r, int peer_fd, uint32_t ba
     return rc <= 0 ? rc : wake_peer(r, rc, peer_fd);
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -183,7 +178,7 @@ static int wait_ready(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int pee
         return rc < 0 ? rc : 0;
 
     if (spin_ns) {
-        uint64_t start = now_ns();
+        uint64_t start = pl_now_ns();
         do {
             for (int i = 0; i < 32; i++) {
                 rc = pl_ipc_ring_ready(r, need);
@@ -191,7 +186,7 @@ static int wait_ready(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int pee
                     return rc < 0 ? rc : 0;
                 cpu_relax();
             }
-        } while (now_ns() - start < spin_ns);
+        } while (pl_now_ns() - start < spin_ns);
     }
 
     for (;;) {

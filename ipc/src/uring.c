@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pl/ipc_ring.h"
@@ -206,12 +205,6 @@ int pl_ipc_uring_cancel(struct pl_ipc_uring *u, uint64_t tag) {
     return 0;
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int pl_ipc_uring_spin(struct pl_ipc_uring *u, uint64_t spin_ns) {
     if (!u)
         return -EINVAL;
@@ -221,11 +214,11 @@ int pl_ipc_uring_spin(struct pl_ipc_uring *u, uint64_t spin_ns) {
         if (r < 0 && r != -EBUSY && r != -EAGAIN)
             return r;
     }
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = pl_now_ns();
     for (;;) {
         if (io_uring_cq_ready(&u->ring) > 0)
             return 1;
-        if (mono_ns() - t0 >= spin_ns)
+        if (pl_now_ns() - t0 >= spin_ns)
             return 0;
         (void)sched_yield();
     }

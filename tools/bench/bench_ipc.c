@@ -30,6 +30,7 @@
 #include "pl/ipc_stats.h"
 #include "pl/ipc_uring.h"
 #include "pl/pl_err.h"
+#include "pl/pl_util.h"
 
 #define MSG_BYTES 64u
 #define TYPE_DATA 1u
@@ -44,12 +45,6 @@ struct opts {
     uint64_t stream_spin_ns; /* streaming: spin then sleep */
     uint64_t n64, n4k;    /* streamed records */
 };
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cpu_a = -1, cpu_b = -1;
 
@@ -318,7 +313,7 @@ static int ring_rtt(enum mode m, uint64_t spin_ns, uint64_t iters, struct rtt_re
             atomic_store_explicit(&out->mark, 1, memory_order_relaxed);
             sys0 = ipc_syscalls();
         }
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
         r = pl_ipc_ring_push(&s.csq, TYPE_DATA, msg, sizeof(msg));
         if (r == 0)
             r = pl_ipc_doorbell_notify(&s.csq, s.bfd);
@@ -329,7 +324,7 @@ static int ring_rtt(enum mode m, uint64_t spin_ns, uint64_t iters, struct rtt_re
         if (r == 0 && rc < 0)
             r = rc;
         if (i >= warm)
-            lat[i - warm] = now_ns() - t0;
+            lat[i - warm] = pl_now_ns() - t0;
     }
     uint64_t sys1 = ipc_syscalls();
     if (r == 0)
@@ -381,14 +376,14 @@ static int seqpacket_rtt(uint64_t iters, struct rtt_result *ret) {
     int r = 0;
     uint64_t warm = iters / 10 + 100;
     for (uint64_t i = 0; i < warm + iters; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
         if (write(sv[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
             read(sv[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
             r = -EIO;
             break;
         }
         if (i >= warm)
-            lat[i - warm] = now_ns() - t0;
+            lat[i - warm] = pl_now_ns() - t0;
     }
     close(sv[0]);
     int rr = reap(pid);
@@ -484,7 +479,7 @@ static int stream(uint64_t n, uint32_t len, uint64_t spin_ns, struct stream_resu
     if (!src)
         return -ENOMEM;
     memset(src, 0x33, len);
-    uint64_t t0 = now_ns(), sys0 = 0, vc0 = 0, sys1 = 0, vc1 = 0, sl0 = 0, sl1 = 0, iv0 = 0,
+    uint64_t t0 = pl_now_ns(), sys0 = 0, vc0 = 0, sys1 = 0, vc1 = 0, sl0 = 0, sl1 = 0, iv0 = 0,
              iv1 = 0;
     uint64_t steady_from = n / 10, steady_to = n - n / 10;
     for (uint64_t i = 0; i < n && r == 0; i++) {
@@ -520,7 +515,7 @@ static int stream(uint64_t n, uint32_t len, uint64_t spin_ns, struct stream_resu
     int rc = 0;
     while (r == 0 && (rc = pl_ipc_ring_read(&s.ccq, tmp, sizeof(tmp), &ty, &ln)) == 0)
         r = pl_ipc_doorbell_wait_futex(&s.ccq, 0, s.bfd, spin_ns, -1);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = pl_now_ns();
     int rr = reap(pid);
     if (r == 0)
         r = rc < 0 ? rc : rr;

@@ -45,12 +45,6 @@
 #define DAEMON_START_TIMEOUT_MS 120000
 #define DEFAULT_PROMPT "Once upon a time, there was a little"
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -111,14 +105,14 @@ static int inproc_one_token(struct inproc *ip, uint64_t *v, int n) {
     for (int rep = 0; rep < n; rep++) {
         pl_ctx_seq_clear(ip->ctx, 0);
         pl_sampler_reset(ip->smp);
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
         struct pl_batch b = {.n = ip->n_prompt, .token = ip->toks, .pos = ip->pos,
                              .seq = ip->seq};
         int r = pl_ctx_decode(ip->ctx, &b, ip->logits);
         if (r < 0)
             return r;
         (void)pl_sampler_sample(ip->smp, ip->logits);
-        v[rep] = now_ns() - t0;
+        v[rep] = pl_now_ns() - t0;
     }
     return 0;
 }
@@ -130,13 +124,13 @@ static int inproc_decode(struct inproc *ip) {
         return 0;
     pl_ctx_seq_clear(ip->ctx, 0);
     pl_sampler_reset(ip->smp);
-    uint64_t t_pre = now_ns();
+    uint64_t t_pre = pl_now_ns();
     struct pl_batch b = {.n = ip->n_prompt, .token = ip->toks, .pos = ip->pos, .seq = ip->seq};
     int r = pl_ctx_decode(ip->ctx, &b, ip->logits);
     if (r < 0)
         return r;
     int32_t id = pl_sampler_sample(ip->smp, ip->logits);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = pl_now_ns();
     uint32_t n_gen = 0;
     for (; n_gen + 1 < ip->n_tokens; n_gen++) {
         pl_sampler_accept(ip->smp, id);
@@ -147,7 +141,7 @@ static int inproc_decode(struct inproc *ip) {
             return r;
         id = pl_sampler_sample(ip->smp, ip->logits);
     }
-    uint64_t t1 = now_ns(), dt = t1 - t0;
+    uint64_t t1 = pl_now_ns(), dt = t1 - t0;
     ip->e2e[ip->n_rates] = (uint64_t)((double)(n_gen + 1) * 1e12 / (double)(t1 - t_pre));
     ip->rates[ip->n_rates++] = dt ? (uint64_t)((double)n_gen * 1e12 / (double)dt) : 0;
     ip->n_gen = n_gen + 1;
@@ -285,7 +279,7 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
         _exit(127);
     }
     /* Ready when a client can connect. */
-    uint64_t deadline = now_ns() + (uint64_t)DAEMON_START_TIMEOUT_MS * 1000000ull;
+    uint64_t deadline = pl_now_ns() + (uint64_t)DAEMON_START_TIMEOUT_MS * 1000000ull;
     for (;;) {
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
@@ -299,7 +293,7 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
             picolm_close(c);
             return 0;
         }
-        if (now_ns() > deadline) {
+        if (pl_now_ns() > deadline) {
             fprintf(stderr, "picolm-bench serve: picolmd did not come up\n");
             return -ETIMEDOUT;
         }
@@ -363,7 +357,7 @@ struct stream_state {
 
 static int on_chunk(void *user, const struct picolm_chunk *ch) {
     struct stream_state *s = user;
-    uint64_t t = now_ns();
+    uint64_t t = pl_now_ns();
     if (!ch->n_ids)
         return 0;
     if (!s->rec->t_first) {
@@ -407,9 +401,9 @@ static void client_main(const struct run_ctx *rc, size_t idx, int ready_fd, int 
     struct picolm_generate_params p;
     fill_params(&p, rc->prompt, rc->n_tokens);
     struct stream_state st = {.rec = rec, .cap = rc->n_tokens};
-    rec->t_start = now_ns();
+    rec->t_start = pl_now_ns();
     r = picolm_generate(c, &p, on_chunk, &st, NULL);
-    rec->t_end = now_ns();
+    rec->t_end = pl_now_ns();
     rec->status = r;
     picolm_close(c);
     _exit(r == PICOLM_OK ? 0 : 1);
@@ -584,9 +578,9 @@ static int one_token_compare(const char *sock, const char *prompt, struct inproc
         }
         for (int i = blk * per; i < (blk + 1) * per; i++) {
             struct picolm_result res = {.size = sizeof(res)};
-            uint64_t t0 = now_ns();
+            uint64_t t0 = pl_now_ns();
             r = picolm_generate(c, &p, NULL, NULL, &res);
-            v[i] = now_ns() - t0;
+            v[i] = pl_now_ns() - t0;
             vq[i] = res.queue_ns;
             vt[i] = res.ttft_ns;
             if (r != PICOLM_OK) {
@@ -614,7 +608,7 @@ static int one_token_compare(const char *sock, const char *prompt, struct inproc
 static int first_chunk_time(void *user, const struct picolm_chunk *ch) {
     uint64_t *t = user;
     if (ch->n_ids && !*t)
-        *t = now_ns();
+        *t = pl_now_ns();
     return 0;
 }
 
@@ -627,7 +621,7 @@ static int ttft_median(picolm_client *c, const char *prompt, uint64_t ret_ns[2])
     uint64_t v[TTFT_REPS], vb[TTFT_REPS];
     for (int i = 0; i < TTFT_REPS; i++) {
         struct picolm_result res = {.size = sizeof(res)};
-        uint64_t t_first = 0, t0 = now_ns();
+        uint64_t t_first = 0, t0 = pl_now_ns();
         int r = picolm_generate(c, &p, first_chunk_time, &t_first, &res);
         if (r != PICOLM_OK || !t_first) {
             fprintf(stderr, "picolm-bench serve: TTFT request: %s\n", picolm_strerror(r));
@@ -685,8 +679,8 @@ static int loaded_ttft(const struct run_ctx *rc, uint32_t n_bg, uint64_t ret_idl
             bg_client_main(rc, &flags[0], &flags[1]);
     }
     /* Every background client connected, then 20 ms for their streams to get going. */
-    uint64_t deadline = now_ns() + 30000000000ull;
-    while (__atomic_load_n(&flags[0], __ATOMIC_SEQ_CST) < n && now_ns() < deadline)
+    uint64_t deadline = pl_now_ns() + 30000000000ull;
+    while (__atomic_load_n(&flags[0], __ATOMIC_SEQ_CST) < n && pl_now_ns() < deadline)
         usleep(1000);
     usleep(20000);
     r = ttft_median(c, rc->prompt, ret_loaded);

@@ -20,6 +20,7 @@
 #include "metrics_text.h"
 #include "pl/admin.pb-c.h"
 #include "pl/picolm.pb-c.h"
+#include "pl/pl_util.h"
 
 #define DEFAULT_SOCKET "/run/picolm/admin.sock"
 #define EXIT_BROKER 1
@@ -744,12 +745,6 @@ struct seen {
     uint64_t id, tokens_out, t_ns;
 };
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int cmd_top(const struct opts *o) {
     struct seen *prev = NULL, *cur = NULL;
     size_t n_prev = 0;
@@ -765,7 +760,7 @@ static int cmd_top(const struct opts *o) {
         }
         const Picolm__Admin__V1__SessionList *l = ss->sessions;
         size_t n = l ? l->n_sessions : 0;
-        uint64_t now = mono_ns();
+        uint64_t now = pl_now_ns();
         double *rates = calloc(n ? n : 1, sizeof(double));
         cur = calloc(n ? n : 1, sizeof(*cur));
         if (!rates || !cur) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Small helpers used everywhere: checked arithmetic, cleanup attributes, fd handling.
- * Header-only, no dependencies beyond libc. */
+ * A monotonic clock. Header-only, no dependencies beyond libc. */
 #ifndef PL_COMMON_PL_UTIL_H
 #define PL_COMMON_PL_UTIL_H
 
@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -23,6 +24,13 @@
 #define pl_add_overflow(a, b, r) __builtin_add_overflow((a), (b), (r))
 #define pl_mul_overflow(a, b, r) __builtin_mul_overflow((a), (b), (r))
 #define pl_sub_overflow(a, b, r) __builtin_sub_overflow((a), (b), (r))
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+static inline uint64_t pl_now_ns(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* PL_CLEANUP(fn): run fn(&var) when var leaves scope. */
 #define PL_CLEANUP(fn) __attribute__((cleanup(fn)))
