@@ -912,12 +912,14 @@ static void publish_stats(struct pl_daemon_sched *s) {
  * eventfd write on the event thread nor a wake-up of this thread. */
 #define IDLE_SPIN_NS 100000ull
 
-static void idle_spin(struct pl_daemon_sched *s) {
+/* Yield the CPU until a command or a kick arrives, the thread is asked to stop, or budget_ns
+ * passed. */
+static void yield_for_work(struct pl_daemon_sched *s, uint64_t budget_ns) {
     uint64_t t0 = pl_daemon_now_ns();
     while (pl_daemon_spsc_empty(&s->cmdq) &&
            !atomic_load_explicit(&s->kicked, memory_order_relaxed) &&
            !atomic_load_explicit(&s->stop, memory_order_relaxed) &&
-           pl_daemon_now_ns() - t0 < IDLE_SPIN_NS)
+           pl_daemon_now_ns() - t0 < budget_ns)
         (void)sched_yield();
 }
 
@@ -955,7 +957,7 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_b
         flush_notices(s, false); /* CQ_WAIT notices: the event thread waits for room for us */
     }
     if (was_busy && !stalled && timeout != 0)
-        idle_spin(s);
+        yield_for_work(s, IDLE_SPIN_NS);
     /* About to sleep: nothing may stay unannounced (a request that arrived during the spin
      * will wake the event thread anyway: leave the notices to it, see notice()). */
     if (pl_daemon_spsc_empty(&s->cmdq) && !atomic_load_explicit(&s->kicked, memory_order_relaxed))
@@ -993,20 +995,15 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_b
  * after the next step has started, so that request would wait a whole step (tens of
  * milliseconds on a large model) before its prefill even begins: its time to first token
  * doubles. Waiting up to LINGER_MAX_NS, and at most 1/LINGER_SHARE of a loop, for a new
- * command lets it join the next step, at a cost to the running streams of at most that
+ * command (or a kick: other new work) lets it join the next step, at a cost to the running streams of at most that
  * share of their speed (none on short steps, where the wait would be no help anyway). */
 #define LINGER_MAX_NS 300000ull
 #define LINGER_SHARE 200u
 
 static void linger(struct pl_daemon_sched *s) {
     uint64_t budget = PL_MIN(LINGER_MAX_NS, s->loop_ns / LINGER_SHARE);
-    if (budget < 20000u)
-        return;
-    uint64_t t0 = pl_daemon_now_ns();
-    while (pl_daemon_spsc_empty(&s->cmdq) &&
-           !atomic_load_explicit(&s->stop, memory_order_relaxed) &&
-           pl_daemon_now_ns() - t0 < budget)
-        (void)sched_yield();
+    if (budget >= 20000u)
+        yield_for_work(s, budget);
 }
 
 static void run(struct pl_daemon_sched *s) {
