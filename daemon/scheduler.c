@@ -995,8 +995,9 @@ static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_b
  * after the next step has started, so that request would wait a whole step (tens of
  * milliseconds on a large model) before its prefill even begins: its time to first token
  * doubles. Waiting up to LINGER_MAX_NS, and at most 1/LINGER_SHARE of a loop, for a new
- * command (or a kick: other new work) lets it join the next step, at a cost to the running streams of at most that
- * share of their speed (none on short steps, where the wait would be no help anyway). */
+ * command (or a kick: other new work) lets it join the next step, at a cost to the running
+ * streams of at most that share of their speed (none on short steps, where the wait would
+ * be no help anyway). */
 #define LINGER_MAX_NS 300000ull
 #define LINGER_SHARE 200u
 
