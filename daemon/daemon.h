@@ -46,6 +46,9 @@ struct pl_daemon {
     /* counters (event thread) */
     uint64_t n_sessions_total, n_protocol_errors, n_rejected, n_requests;
     uint32_t n_gen_deferred;       /* sessions with gen_deferred set (dispatch.c) */
+    uint64_t t_spin_from;          /* last client doorbell or answer sent: the event loop looks
+                                      for events without sleeping for a while after it; 0: not
+                                      since its last sleep (event_loop.c) */
     struct pl_daemon_stats *stats; /* counters + histograms (stats.h), owned */
     uint64_t metrics_next_ns;      /* next metrics textfile write */
     /* scratch for Tokenize / Detokenize (event thread) */

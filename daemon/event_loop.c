@@ -240,6 +240,7 @@ int pl_daemon_event_loop_sq_sleep(struct pl_daemon *d, struct pl_daemon_session 
 static void on_doorbell(struct pl_daemon *d, struct pl_daemon_session *s,
                         const struct pl_ipc_uring_event *ev) {
     s->sq_wait_armed = false;
+    d->t_spin_from = pl_daemon_now_ns(); /* more may follow within microseconds */
     /* Futex wait: 0 (woken) or -EAGAIN (the index had moved); doorbell read: 8 bytes. -EINTR
      * and -EAGAIN are spurious. Anything else: we can no longer wait for this client. */
     bool woke = s->futex_waits ? ev->res == 0 : ev->res == (int32_t)sizeof(s->db_buf);
@@ -338,16 +339,15 @@ static void on_session_event(struct pl_daemon *d, const struct pl_ipc_uring_even
 /* Everything the scheduler queued so far, in order. Called before each batch of events is
  * looked at (the scheduler does not announce every notice: see notice() in scheduler.c) and
  * when it announces some. */
-static uint32_t take_notices(struct pl_daemon *d) {
+static void take_notices(struct pl_daemon *d) {
     struct pl_daemon_msg m;
-    uint32_t n_done = 0;
     while (pl_daemon_sched_notice(d->sched, &m)) {
         switch (m.kind) {
         case PL_DAEMON_NOTICE_REQ_DONE: {
-            n_done++;
             struct pl_daemon_req *q = m.ptr;
-            pl_daemon_access_request_end(&d->access, q, (uint64_t)q->n_fed + q->n_gen,
-                                         pl_daemon_now_ns());
+            uint64_t now = pl_daemon_now_ns();
+            d->t_spin_from = now; /* its client may send again soon */
+            pl_daemon_access_request_end(&d->access, q, (uint64_t)q->n_fed + q->n_gen, now);
             if (q->s->state != PL_DAEMON_SESSION_FREE)
                 pl_daemon_session_req_release(q->s, q);
             break;
@@ -393,7 +393,6 @@ static uint32_t take_notices(struct pl_daemon *d) {
             break;
         }
     }
-    return n_done;
 }
 
 /* Sessions that left a Generate in their ring while notices were pending
@@ -581,22 +580,19 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
     arm(d, pl_daemon_sched_notify_fd(d->sched), POLLIN, tag(T_NOTIFY, 0, 0), true);
     uint64_t next_tick = pl_daemon_now_ns() + TICK_MS * 1000000ull;
 
-    uint64_t t_doorbell = 0; /* last client doorbell, 0: none since the last sleep */
     while (!d->quit) {
         /* A Generate deferred by the last redispatch: look again without sleeping. Right
          * after a doorbell or an answer: look for a while before sleeping. */
-        while (t_doorbell && !d->n_gen_deferred) {
-            uint64_t now = pl_daemon_now_ns();
-            if (now - t_doorbell >= DOORBELL_SPIN_NS) {
-                t_doorbell = 0;
+        while (d->t_spin_from && !d->n_gen_deferred) {
+            uint64_t since = pl_daemon_now_ns() - d->t_spin_from;
+            if (since >= DOORBELL_SPIN_NS) {
+                d->t_spin_from = 0;
                 break;
             }
-            uint64_t left = DOORBELL_SPIN_NS - (now - t_doorbell);
-            int sr = pl_ipc_uring_spin(d->uring, PL_MIN(left, SPIN_SLICE_NS));
-            if (sr != 0) /* an event (or a failed submission: the wait reports it) */
+            /* != 0: an event, or a failed submission that the wait reports */
+            if (pl_ipc_uring_spin(d->uring, PL_MIN(DOORBELL_SPIN_NS - since, SPIN_SLICE_NS)) != 0)
                 break;
-            if (take_notices(d) > 0) /* an answer went out: its client may send again */
-                t_doorbell = pl_daemon_now_ns();
+            take_notices(d); /* an answer that went out restarts the spin */
         }
         int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs),
                                   d->n_gen_deferred ? 0 : TICK_MS);
@@ -604,8 +600,7 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
             return pl_log_err_errno(n, "io_uring wait failed");
         /* First what the scheduler finished: a client that got its Done and submits again
          * must find that request's slot free. */
-        if (take_notices(d) > 0 && !t_doorbell)
-            t_doorbell = pl_daemon_now_ns();
+        take_notices(d);
         for (int i = 0; i < n; i++) {
             switch (tag_kind(evs[i].tag)) {
             case T_LISTEN:
@@ -623,12 +618,9 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
             case T_ADMIN_CONN:
                 on_admin_conn(d, &evs[i]);
                 break;
-            case T_DOORBELL:
-                t_doorbell = pl_daemon_now_ns();
-                on_session_event(d, &evs[i]);
-                break;
             case T_HANDSHAKE:
             case T_HUP:
+            case T_DOORBELL:
             case T_CQWAIT:
                 on_session_event(d, &evs[i]);
                 break;
