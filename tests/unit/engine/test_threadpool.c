@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "pl/pl_util.h"
 #include "threadpool.h"
 
 #define MAX_T 8
@@ -106,12 +107,9 @@ static void partial_sums(void *arg, uint32_t ith, uint32_t nth) {
 }
 
 static void busy_wait_ns(uint64_t ns) {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
-               (uint64_t)t0.tv_nsec < ns);
+    uint64_t t0 = pl_now_ns();
+    while (pl_now_ns() - t0 < ns) {
+    }
 }
 
 /* Runs back to back and after gaps that leave the workers pausing, yielding (idle_yield) or
