@@ -63,9 +63,11 @@ static inline __m512i counts2(int c0, int c1) {
 
 /* Software prefetch of the weight stream: decode reads every weight once, and a kernel
  * that spends a few cycles per cache line does not keep enough misses in flight on its own
- * for the hardware prefetchers to reach the bus limit. PF_DIST bytes ahead covers the
- * latency of ~1.5 KB at 15-20 GB/s per core; prefetches past the end of the row (or
- * buffer) are harmless hints: they never fault. `lines` 64-byte lines from p + PF_DIST.
+ * for the hardware prefetchers to reach the bus limit. PF_DIST bytes ahead: 1.5 KB served
+ * cores reading 15-20 GB/s; a Zen 5 core reading 45 GB/s needs ~4 KB in flight (Q6_K rows
+ * from memory: 0.84 of the read loop at 1.5 KB, 0.92-0.95 at 4 KB). Prefetches past the
+ * end of the row (or buffer) are harmless hints: they never fault. `lines` 64-byte lines
+ * from p + PF_DIST.
  * Always inlined: GCC 12 takes a function made only of prefetches for one without side
  * effects and deletes calls to it that it did not inline (inside always_inline kernels). */
 #define PF_DIST PL_QUANT_PREFETCH_BYTES

@@ -31,7 +31,7 @@ typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const vo
 
 /* How far ahead (bytes) the SIMD vec_dot kernels software-prefetch the weight stream;
  * benchmarks use the same distance in their read loop so that it stays an upper bound. */
-#define PL_QUANT_PREFETCH_BYTES 1536
+#define PL_QUANT_PREFETCH_BYTES 4096
 
 struct pl_quant_kernels {
     pl_quant_to_f32_fn to_f32;     /* NULL: cannot dequantize */
