@@ -533,15 +533,29 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
 #define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                               \
     DEFINE_ROWS_W(name, rows_chunk8, 256, PL_MM_HALF, unpack, n_sub, block_da, off_shift)
 
-/* Decode of Q4_0 / Q8_0: one token, two rows at a time so the unpacking of one overlaps the
- * other's dependency chains. The hardware prefetchers do not run far enough ahead of two
- * interleaved streams: each super-block step prefetches the same super-block of the next
- * row pair (sb_bytes: super-block size, and extra lines past it) into the cache level hint,
- * as measured best per kernel (below). Batch invariance (matmul.h): per super-block the
- * exact integer block sums (offset 2^off_shift x the activation sums included) become
+/* The decode kernels' weight stream: the lines of [row + from, row + to) that start in it,
+ * each once, prefetched into L1. Called per super-block with the range VEC_PF_BYTES ahead of
+ * it, so the sweep runs that far ahead of the loads, one line at a time. */
+#define VEC_PF_BYTES PL_QUANT_PREFETCH_BYTES
+static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, size_t from,
+                                                           size_t to) {
+    for (size_t o = (from + 63) & ~(size_t)63; o < to; o += 64)
+        _mm_prefetch((const char *)row + o, _MM_HINT_T0);
+}
+
+/* Decode of Q4_0 / Q8_0: one token, one row at a time, super-blocks in order: a single
+ * forward stream, with the prefetch sweep above (VEC_PF_BYTES ahead, each line once).
+ * Measured on a Zen 5 core (47 GB/s read loop, TinyLlama-sized rows of 2048 and 5632): two
+ * rows interleaved, each super-block prefetching the same one of the next row pair, reached
+ * 0.58-0.63 (Q4_0) and 0.73-0.78 (Q8_0) of the read bandwidth; a sweep over the pair, 0.86-0.94
+ * and 0.80-0.83; one row, 0.92-0.96 and 0.93-0.97. The hardware prefetchers follow one
+ * stream, not two interleaved ones. Batch invariance (matmul.h): per super-block the exact
+ * integer block sums (offset 2^off_shift x the activation sums included) become
  * m_j = sum_j x (da_j x dw_j), summed as (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and
- * added to the row's sum: the float operations rows() does per token. */
-#define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes, hint, extra)                       \
+ * added to the row's sum: the float operations rows() does per token. The multi-token form
+ * (name##n) still takes row pairs, whose trees share registers; it sweeps the pair's bytes
+ * (2 x VEC_PF_BYTES ahead) and computes NT times as much per byte. */
+#define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes)                                     \
     /* the 8 block products m_j of an unpacked super-block s with the vector v */            \
     static inline __attribute__((always_inline)) __m256 name##_m(                             \
         const struct unpacked *u, uint8_t *v, int64_t n, int64_t s) {                         \
@@ -559,14 +573,6 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),                                        \
                              _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)),      \
                                            _mm512_castps512_ps256(u->scale)));                \
-    }                                                                                         \
-    /* super-block s of row: the same super-block `ahead` bytes on prefetched, unpacked */    \
-    static inline __attribute__((always_inline)) void name##_u(                               \
-        const uint8_t *row, int64_t s, size_t ahead, struct unpacked *u) {                    \
-        const char *pf = (const char *)row + (size_t)s * (sb_bytes) + ahead;                  \
-        for (size_t o = 0; o < (sb_bytes) + 64 * (extra); o += 64)                            \
-            _mm_prefetch(pf + o, (hint));                                                     \
-        unpack(row, s, u);                                                                    \
     }                                                                                         \
     /* acc += the batch-invariant tree of m (row 0 in lanes 0..7) and m1 (row 1, 8..15) */    \
     static inline __attribute__((always_inline)) __m512 name##_tree(__m512 acc, __m256 m0,     \
@@ -587,27 +593,14 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
                      const uint8_t *vec, float *out) {                                       \
         const int64_t n_sb = n / 256;                                                         \
         uint8_t *v = (uint8_t *)(uintptr_t)vec;                                               \
-        uint32_t r = 0;                                                                       \
-        for (; r + 2 <= n_rows; r += 2) {                                                     \
-            const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
-            /* the two rows' trees side by side: row 0 in lane 0, row 1 in lane 8 */          \
-            __m512 acc = _mm512_setzero_ps();                                                 \
-            for (int64_t s = 0; s < n_sb; s++) {                                              \
-                struct unpacked u0, u1;                                                       \
-                name##_u(r0, s, 2 * row_bytes, &u0);                                          \
-                const __m256 m0 = name##_m(&u0, v, n, s);                                     \
-                name##_u(r1, s, 2 * row_bytes, &u1);                                          \
-                acc = name##_tree(acc, m0, name##_m(&u1, v, n, s));                           \
-            }                                                                                 \
-            out[r] = _mm512_cvtss_f32(acc);                                                   \
-            out[r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc, 2));                       \
-        }                                                                                     \
-        for (; r < n_rows; r++) {                                                             \
+        for (uint32_t r = 0; r < n_rows; r++) {                                               \
             const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
             float a0 = 0.0f;                                                                  \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0;                                                           \
-                name##_u(r0, s, row_bytes, &u0);                                              \
+                pf_sweep(r0, VEC_PF_BYTES + (size_t)s * (sb_bytes),                           \
+                         VEC_PF_BYTES + (size_t)(s + 1) * (sb_bytes));                        \
+                unpack(r0, s, &u0);                                                           \
                 a0 = name##_tree1(a0, name##_m(&u0, v, n, s));                                \
             }                                                                                 \
             out[r] = a0;                                                                      \
@@ -623,6 +616,7 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         uint8_t *v[PL_QUANT_DOTN_MAX];                                                        \
         for (int t = 0; t < NT; t++)                                                          \
             v[t] = (uint8_t *)(uintptr_t)vec[t];                                              \
+        const size_t pair_pf = 2 * row_bytes + VEC_PF_BYTES;                                  \
         uint32_t r = 0;                                                                       \
         for (; r + 2 <= n_rows; r += 2) {                                                     \
             const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
@@ -631,8 +625,11 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
                 acc[t] = _mm512_setzero_ps();                                                 \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0, u1;                                                       \
-                name##_u(r0, s, 2 * row_bytes, &u0);                                          \
-                name##_u(r1, s, 2 * row_bytes, &u1);                                          \
+                /* the pair's 2 x row_bytes, swept at twice the rate, past the next pair */   \
+                pf_sweep(r0, pair_pf + 2 * (size_t)s * (sb_bytes),                            \
+                         pair_pf + 2 * (size_t)(s + 1) * (sb_bytes));                         \
+                unpack(r0, s, &u0);                                                           \
+                unpack(r1, s, &u1);                                                           \
                 for (int t = 0; t < NT; t++)                                                  \
                     acc[t] = name##_tree(acc[t], name##_m(&u0, v[t], n, s),                   \
                                          name##_m(&u1, v[t], n, s));                          \
@@ -647,7 +644,9 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
             float a[PL_QUANT_DOTN_MAX] = {0.0f};                                              \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0;                                                           \
-                name##_u(r0, s, row_bytes, &u0);                                              \
+                pf_sweep(r0, VEC_PF_BYTES + (size_t)s * (sb_bytes),                           \
+                         VEC_PF_BYTES + (size_t)(s + 1) * (sb_bytes));                        \
+                unpack(r0, s, &u0);                                                           \
                 for (int t = 0; t < NT; t++)                                                  \
                     a[t] = name##_tree1(a[t], name##_m(&u0, v[t], n, s));                     \
             }                                                                                 \
@@ -677,21 +676,14 @@ DEFINE_ROWS8(rows8_q4_K, unpack_q4_K, 8, 0, 0)
 DEFINE_ROWS8(rows8_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS8(rows8_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS8(rows8_q8_0, unpack_q8_0, 8, 1, 7)
-DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 3, 8 * sizeof(struct pl_block_q4_0), _MM_HINT_T0, 0)
-DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 7, 8 * sizeof(struct pl_block_q8_0), _MM_HINT_T0, 0)
+DEFINE_VEC_ROWS(vec_q4_0, unpack_q4_0, 3, 8 * sizeof(struct pl_block_q4_0))
+DEFINE_VEC_ROWS(vec_q8_0, unpack_q8_0, 7, 8 * sizeof(struct pl_block_q8_0))
 DEFINE_ROWS(rows_q4_0p, unpack_q4_0p, 8, 1, 3)
 DEFINE_ROWS(rows_q8_0p, unpack_q8_0p, 8, 1, 7)
 DEFINE_ROWS8(rows8_q4_0p, unpack_q4_0p, 8, 1, 3)
 DEFINE_ROWS8(rows8_q8_0p, unpack_q8_0p, 8, 1, 7)
-/* Packed Q4_0: one line more per super-block (4 prefetches per 144 bytes, reaching into the
- * next super-block of the pair ahead): 0.889 / 0.830 of the read bandwidth (1 / 2 threads)
- * against 0.854 / 0.823 (4 alternating runs each); 2 lines more were no better, and
- * prefetching only the lines that start inside the super-block was worse (0.81 / 0.75). */
-DEFINE_VEC_ROWS(vec_q4_0p, unpack_q4_0p, 3, 8 * sizeof(struct pl_block_q4_0), _MM_HINT_T0, 1)
-/* Packed Q8_0 streams faster with its next rows fetched to L2 only: 0.92 / 0.89 of the read
- * bandwidth (1 / 2 threads) against 0.89 / 0.87 into L1 (3 alternating runs each); Q4_0 does
- * not gain from it (0.88 / 0.82 against 0.89 / 0.83). */
-DEFINE_VEC_ROWS(vec_q8_0p, unpack_q8_0p, 7, 8 * sizeof(struct pl_block_q8_0), _MM_HINT_T1, 0)
+DEFINE_VEC_ROWS(vec_q4_0p, unpack_q4_0p, 3, 8 * sizeof(struct pl_block_q4_0))
+DEFINE_VEC_ROWS(vec_q8_0p, unpack_q8_0p, 7, 8 * sizeof(struct pl_block_q8_0))
 
 /* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
