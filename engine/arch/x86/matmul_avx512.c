@@ -12,12 +12,15 @@
  * decode kernels (batch invariance, matmul.h): K-quants scale their sub-block sums by the
  * integer scales (exact) and take one fused step per super-block, Q4_0/Q8_0 sum their 8
  * scaled block sums in a fixed tree. Decode (one token) of Q4_0/Q8_0 uses the same unpacking
- * with a one-slot layout, two weight rows at a time with software prefetch; K-quants decode
+ * with a one-slot layout, one weight row at a time with software prefetch; so does Q4_K
+ * where it is repacked at load (CPUs with GFNI and VBMI); Q6_K, and Q4_K elsewhere, decode
  * through the per-row dot products. Q4_0/Q8_0 super-blocks are gathered from their
  * 18/34-byte blocks by word permutes (every field sits at an even offset), or, for weights
  * repacked at load, read in register order (see "Weights repacked at load"). Compiled with
  * -mavx512{f,bw,vl,vnni}; matmul.c calls it only on CPUs that have them. */
 #include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -315,6 +318,74 @@ static void repack_q8_0(int64_t n, const uint8_t *src, uint8_t *dst) {
         for (int k = 0; k < 4; k++)
             _mm512_storeu_si512(p + 64 * k, u.w[k]);
         block_scales(src, s, sizeof(struct pl_block_q8_0), p + 256);
+    }
+}
+
+/* Q4_K, repacked (on CPUs with GFNI and VBMI, which its decode kernel needs). Decoding the
+ * GGUF layout spends most of its work rearranging bits: the quants into the lane order by
+ * qword permutes, the 6-bit scales and mins out of their 12 packed bytes. Repacked, each
+ * super-block keeps its 144 bytes:
+ *   [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4   (unpack_q4_K's registers, as Q4_0's)
+ *   [12] the 8 scales and 8 mins as one little-endian stream of 6-bit fields: scale j at
+ *        bit 6j, min j at bit 48 + 6j
+ *   [4]  d, dmin (fp16)
+ * so the quants are two loads and four masks or shifts, and a vector of scales or mins one
+ * VPMULTISHIFTQB from a broadcast of the stream (decode), or a variable shift (prefill). */
+#define Q4KP_SC 128 /* offset of the scale stream in a packed super-block */
+#define Q4KP_MN 134 /* the 8 bytes from the mins' first bit (bit 48 of the stream) */
+#define Q4KP_D 140  /* offset of d, dmin */
+
+static inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* The 8 six-bit fields at bits 6j of x, as 8 int32. */
+static inline __m256i fields6(uint64_t x) {
+    const __m512i shifts = _mm512_set_epi64(42, 36, 30, 24, 18, 12, 6, 0);
+    const __m512i f = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)x), shifts),
+                                       _mm512_set1_epi64(63));
+    return _mm512_cvtepi64_epi32(f);
+}
+
+static inline void unpack_q4_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q4_K);
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    u->w[0] = _mm512_and_si512(lo, m4);
+    u->w[1] = _mm512_and_si512(hi, m4);
+    u->w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4);
+    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4);
+    u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(p + Q4KP_SC))));
+    u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(p + Q4KP_MN))));
+    uint32_t dd;
+    memcpy(&dd, p + Q4KP_D, sizeof(dd));
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));
+    u->d = _mm_cvtss_f32(f);
+    u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(f));
+}
+
+static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+    const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)src;
+    for (int64_t s = 0; s < n / 256; s++) {
+        struct unpacked u;
+        unpack_q4_K(src, s, &u);
+        uint8_t *p = dst + (size_t)s * sizeof(struct pl_block_q4_K);
+        _mm512_storeu_si512(p, _mm512_or_si512(u.w[0], _mm512_slli_epi64(u.w[2], 4)));
+        _mm512_storeu_si512(p + 64, _mm512_or_si512(u.w[1], _mm512_slli_epi64(u.w[3], 4)));
+        uint64_t sc, mn, sc48 = 0, mn48 = 0;
+        pl_q4k_scales_mins8(b[s].scales, &sc, &mn);
+        for (int j = 0; j < 8; j++) {
+            sc48 |= (sc >> 8 * j & 63) << 6 * j;
+            mn48 |= (mn >> 8 * j & 63) << 6 * j;
+        }
+        const uint64_t lo64 = sc48 | mn48 << 48;
+        const uint32_t hi32 = (uint32_t)(mn48 >> 16);
+        memcpy(p + Q4KP_SC, &lo64, sizeof(lo64));
+        memcpy(p + Q4KP_SC + 8, &hi32, sizeof(hi32));
+        memcpy(p + Q4KP_D, &b[s].d, sizeof(b[s].d));
+        memcpy(p + Q4KP_D + 2, &b[s].dmin, sizeof(b[s].dmin));
     }
 }
 
@@ -685,10 +756,231 @@ DEFINE_ROWS8(rows8_q8_0p, unpack_q8_0p, 8, 1, 7)
 DEFINE_VEC_ROWS(vec_q4_0p, unpack_q4_0p, 3, 8 * sizeof(struct pl_block_q4_0))
 DEFINE_VEC_ROWS(vec_q8_0p, unpack_q8_0p, 7, 8 * sizeof(struct pl_block_q8_0))
 
-/* Q4_K decodes through quant_avx512.c's per-row dot product: faster here (matmul.h). */
+/* ---- Q4_K decode from the packed layout (GFNI, VBMI) ----
+ * Per super-block, the int32 lanes of four VPDPBUSDs hold the sub-blocks' partial sums in
+ * lane pairs (layout 32), so one multiply by the scales (lane pair j: scale j) gives
+ * lanes that sum to isum; the mins times minus the sub-blocks' activation sums (ns of the
+ * layout) sum to -msum. Four super-blocks' sums are reduced together (q4kp_reduce4).
+ * Batch invariance (matmul.h): per super-block s = fma(da x d, isum, s), then
+ * s = fma(da x dmin, -msum, s), which is the tile kernels' fma(-(da x dmin), msum, s) (the
+ * product's sign moves, not its rounding). Running that chain a row late, from floats left
+ * in a buffer, so that it overlapped the next row's integer work, measured no faster. */
+#define TARGET_GV __attribute__((target("gfni,avx512vbmi")))
+#define GF_HI_NIBBLE 0x1020408000000000ll /* GF(2) affine matrix: high nibble moved down */
+
+/* A packed super-block's quants (in the lane order of layout 32), scales (lane pairs 2j,
+ * 2j + 1: scale j) and mins (lane j: min j), as int32 lanes. */
+struct q4kp_w {
+    __m512i w[4], sc;
+    __m256i mn;
+};
+
+static inline TARGET_GV __attribute__((always_inline)) void q4kp_load(const uint8_t *p,
+                                                                      struct q4kp_w *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), hi_nib = _mm512_set1_epi64(GF_HI_NIBBLE);
+    /* the field of lane pair j (scale: byte 0 of each dword, stream bit 6j) or lane j
+     * (min); the bits above the field go with the mask */
+    const __m512i sc_ctl = _mm512_set_epi64(42ll << 32 | 42, 36ll << 32 | 36, 30ll << 32 | 30,
+                                            24ll << 32 | 24, 18ll << 32 | 18, 12ll << 32 | 12,
+                                            6ll << 32 | 6, 0);
+    const __m256i mn_ctl = _mm256_set_epi64x(42ll << 32 | 36, 30ll << 32 | 24, 18ll << 32 | 12,
+                                             6ll << 32 | 0);
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    u->w[0] = _mm512_and_si512(lo, m4);
+    u->w[1] = _mm512_and_si512(hi, m4);
+    u->w[2] = _mm512_gf2p8affine_epi64_epi8(lo, hi_nib, 0);
+    u->w[3] = _mm512_gf2p8affine_epi64_epi8(hi, hi_nib, 0);
+    u->sc = _mm512_and_si512(
+        _mm512_maskz_multishift_epi64_epi8(0x1111111111111111ull, sc_ctl,
+                                           _mm512_set1_epi64((long long)load_u64(p + Q4KP_SC))),
+        _mm512_set1_epi32(63));
+    u->mn = _mm256_and_si256(
+        _mm256_maskz_multishift_epi64_epi8(0x11111111u, mn_ctl,
+                                           _mm256_set1_epi64x((long long)load_u64(p + Q4KP_MN))),
+        _mm256_set1_epi32(63));
+}
+
+/* The integer sums of a loaded super-block with the decode vector's (q, ns): lanes 0..7 sum
+ * to isum, lanes 8..15 to -msum. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q4kp_dot(const struct q4kp_w *u, const int8_t *q, const int32_t *ns) {
+    __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[0], _mm512_load_si512(q));
+    __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[2],
+                                     _mm512_load_si512(q + 128));
+    pa = _mm512_dpbusd_epi32(pa, u->w[1], _mm512_load_si512(q + 64));
+    pb = _mm512_dpbusd_epi32(pb, u->w[3], _mm512_load_si512(q + 192));
+    const __m512i ps = _mm512_mullo_epi32(_mm512_add_epi32(pa, pb), u->sc);
+    const __m256i ms =
+        _mm256_mullo_epi32(u->mn, _mm256_load_si256((const __m256i *)(const void *)ns));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_add_epi32(
+                                  _mm512_castsi512_si256(ps), _mm512_extracti64x4_epi64(ps, 1))),
+                              ms, 1);
+}
+
+/* q4kp_dot of packed super-block p. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q4kp_z(const uint8_t *p, const int8_t *q, const int32_t *ns) {
+    struct q4kp_w u;
+    q4kp_load(p, &u);
+    return q4kp_dot(&u, q, ns);
+}
+
+/* Four super-blocks' z: lanes 0..3 their isums, lanes 8..11 their -msums. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q4kp_reduce4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    const __m512i a =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+    const __m512i b =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(z2, z3), _mm512_unpackhi_epi32(z2, z3));
+    const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    return _mm512_add_epi32(c, _mm512_shuffle_i32x4(c, c, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+/* What the float chain needs of a group of up to 4 super-blocks: isum and -msum as floats,
+ * and [da x d, da x dmin]. */
+struct q4kp_sums {
+    _Alignas(64) float f[16]; /* f[i]: isum of super-block i, f[8 + i]: -msum */
+    float dd[4][2];
+};
+
+/* Super-block s of packed row w: its z, and [da x d, da x dmin] into dd. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
+    const uint8_t *p = w + (size_t)s * sizeof(struct pl_block_q4_K);
+    uint32_t d2;
+    memcpy(&d2, p + Q4KP_D, sizeof(d2));
+    _mm_storel_pi((__m64 *)(void *)dd, _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d2)),
+                                                  _mm_set1_ps(*pl_mm_lay_da(v, n, 1, s, 0))));
+    return q4kp_z(p, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
+}
+
+/* Super-blocks [s0, s0 + k) (k <= 4) of packed row w into g, with the prefetch of their
+ * bytes VEC_PF_BYTES on (a full group's 576: 10 lines cover them at any alignment). */
+static inline TARGET_GV __attribute__((always_inline)) void
+q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struct q4kp_sums *g) {
+    const __m512i zero = _mm512_setzero_si512();
+    const size_t at = (size_t)s0 * sizeof(struct pl_block_q4_K) + VEC_PF_BYTES;
+    __m512i r;
+    if (k == 4) {
+        for (int l = 0; l < 10; l++)
+            _mm_prefetch((const char *)w + at + 64 * l, _MM_HINT_T0);
+        const __m512i z0 = q4kp_sb(w, v, n, s0, g->dd[0]);
+        const __m512i z1 = q4kp_sb(w, v, n, s0 + 1, g->dd[1]);
+        const __m512i z2 = q4kp_sb(w, v, n, s0 + 2, g->dd[2]);
+        const __m512i z3 = q4kp_sb(w, v, n, s0 + 3, g->dd[3]);
+        r = q4kp_reduce4(z0, z1, z2, z3);
+    } else {
+        pf_sweep(w, at, at + (size_t)k * sizeof(struct pl_block_q4_K));
+        const __m512i z0 = q4kp_sb(w, v, n, s0, g->dd[0]);
+        const __m512i z1 = k > 1 ? q4kp_sb(w, v, n, s0 + 1, g->dd[1]) : zero;
+        const __m512i z2 = k > 2 ? q4kp_sb(w, v, n, s0 + 2, g->dd[2]) : zero;
+        r = q4kp_reduce4(z0, z1, z2, zero);
+    }
+    _mm512_store_ps(g->f, _mm512_cvtepi32_ps(r));
+}
+
+static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    const int64_t n_sb = n / 256;
+    uint8_t *v = (uint8_t *)(uintptr_t)vec;
+    for (uint32_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * row_bytes;
+        float sum = 0.0f;
+        for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
+            const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
+            struct q4kp_sums g;
+            q4kp_group(row, v, n, s0, k, &g);
+            for (int64_t i = 0; i < k; i++) {
+                sum = fmaf(g.dd[i][0], g.f[i], sum);
+                sum = fmaf(g.dd[i][1], g.f[8 + i], sum);
+            }
+        }
+        out[r] = sum;
+    }
+}
+
+/* NT decode vectors (2 .. PL_QUANT_DOTN_MAX; NT constant after inlining): each super-block
+ * is loaded once for all of them; per vector the operations of vec_q4_Kp (the same sums,
+ * reductions and chain), so out[t] is bit-identical to its result for vec[t]. With NT
+ * chains side by side the chain need not lag a row. */
+static inline TARGET_GV __attribute__((always_inline)) void
+q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
+       float *const *out, const int NT) {
+    const int64_t n_sb = n / 256;
+    uint8_t *v[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++)
+        v[t] = (uint8_t *)(uintptr_t)vec[t];
+    for (uint32_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * row_bytes;
+        float sum[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            sum[t] = 0.0f;
+        for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
+            const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
+            _Alignas(64) __m512i z[PL_QUANT_DOTN_MAX][4];
+            float dd[4][2];
+            pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sizeof(struct pl_block_q4_K),
+                     VEC_PF_BYTES + (size_t)(s0 + k) * sizeof(struct pl_block_q4_K));
+            for (int64_t i = 0; i < 4; i++) {
+                if (i >= k) {
+                    for (int t = 0; t < NT; t++)
+                        z[t][i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const uint8_t *p = row + (size_t)(s0 + i) * sizeof(struct pl_block_q4_K);
+                struct q4kp_w u;
+                q4kp_load(p, &u);
+                uint32_t d2;
+                memcpy(&d2, p + Q4KP_D, sizeof(d2));
+                _mm_storel_pi((__m64 *)(void *)dd[i], _mm_cvtph_ps(_mm_cvtsi32_si128((int)d2)));
+                for (int t = 0; t < NT; t++)
+                    z[t][i] = q4kp_dot(&u, pl_mm_lay_qs(v[t], n, 1, s0 + i, 0, 0),
+                                       pl_mm_lay_ns(v[t], n, 1, s0 + i, 0));
+            }
+            for (int t = 0; t < NT; t++) {
+                _Alignas(64) float f[16];
+                _mm512_store_ps(f, _mm512_cvtepi32_ps(
+                                       q4kp_reduce4(z[t][0], z[t][1], z[t][2], z[t][3])));
+                for (int64_t i = 0; i < k; i++) {
+                    const float da = *pl_mm_lay_da(v[t], n, 1, s0 + i, 0);
+                    sum[t] = fmaf(dd[i][0] * da, f[i], sum[t]);
+                    sum[t] = fmaf(dd[i][1] * da, f[8 + i], sum[t]);
+                }
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            out[t][r] = sum[t];
+    }
+}
+
+static TARGET_GV void vec_q4_Kpn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                 const uint8_t *const *vec, uint32_t nv, float *const *out) {
+    switch (nv) {
+    case 8: q4kp_n(n, w, row_bytes, n_rows, vec, out, 8); break;
+    case 7: q4kp_n(n, w, row_bytes, n_rows, vec, out, 7); break;
+    case 6: q4kp_n(n, w, row_bytes, n_rows, vec, out, 6); break;
+    case 5: q4kp_n(n, w, row_bytes, n_rows, vec, out, 5); break;
+    case 4: q4kp_n(n, w, row_bytes, n_rows, vec, out, 4); break;
+    case 3: q4kp_n(n, w, row_bytes, n_rows, vec, out, 3); break;
+    default: q4kp_n(n, w, row_bytes, n_rows, vec, out, 2); break;
+    }
+}
+
+DEFINE_ROWS(rows_q4_Kp, unpack_q4_Kp, 8, 0, 0)
+DEFINE_ROWS8(rows8_q4_Kp, unpack_q4_Kp, 8, 0, 0)
+
+/* Q4_K without GFNI/VBMI decodes through quant_avx512.c's per-row dot product, which was
+ * faster than a decode vector kernel on the GGUF layout. */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
                                                 NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL, 0,
                                                 NULL, NULL};
+/* With GFNI and VBMI: weights repacked at load, decoded by vec_q4_Kp / vec_q4_Kpn. */
+static const struct pl_mm_tile_kernel k_q4_Kp = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32,
+                                                 rows_q4_Kp, vec_q4_Kp, rows8_q4_Kp,
+                                                 PL_MM_ROWS, NULL, vec_q4_Kpn, 0, NULL, NULL};
+static const struct pl_mm_tile_kernel k_q4_K_gv = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32,
+                                                   rows_q4_K, NULL, rows8_q4_K, PL_MM_ROWS,
+                                                   NULL, NULL, 0, &k_q4_Kp, repack_q4_K};
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
                                                 NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL, 0,
                                                 NULL, NULL};
@@ -705,10 +997,16 @@ static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0
                                                 vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
                                                 vec_q8_0n, 0, &k_q8_0p, repack_q8_0};
 
+/* GFNI and VBMI (Ice Lake, Sapphire Rapids, Zen 4 on): optional beside AVX-512 VNNI. */
+static bool have_gv(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
+}
+
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {
     case PL_GGML_TYPE_Q4_K:
-        return &k_q4_K;
+        return have_gv() ? &k_q4_K_gv : &k_q4_K;
     case PL_GGML_TYPE_Q6_K:
         return &k_q6_K;
     case PL_GGML_TYPE_Q4_0:
