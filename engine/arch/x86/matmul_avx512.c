@@ -12,8 +12,8 @@
  * decode kernels (batch invariance, matmul.h): K-quants scale their sub-block sums by the
  * integer scales (exact) and take one fused step per super-block, Q4_0/Q8_0 sum their 8
  * scaled block sums in a fixed tree. Decode (one token) of Q4_0/Q8_0 uses the same unpacking
- * with a one-slot layout, one weight row at a time with software prefetch; so does Q4_K
- * where it is repacked at load (CPUs with GFNI and VBMI); Q6_K, and Q4_K elsewhere, decode
+ * with a one-slot layout, one weight row at a time with software prefetch; so do Q4_K and
+ * Q6_K where they are repacked at load (CPUs with GFNI and VBMI), and elsewhere decode
  * through the per-row dot products. Q4_0/Q8_0 super-blocks are gathered from their
  * 18/34-byte blocks by word permutes (every field sits at an even offset), or, for weights
  * repacked at load, read in register order (see "Weights repacked at load"). Compiled with
@@ -386,6 +386,58 @@ static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         memcpy(p + Q4KP_SC + 8, &hi32, sizeof(hi32));
         memcpy(p + Q4KP_D, &b[s].d, sizeof(b[s].d));
         memcpy(p + Q4KP_D + 2, &b[s].dmin, sizeof(b[s].dmin));
+    }
+}
+
+/* Q6_K, repacked (with GFNI and VBMI, as Q4_K). The GGUF layout spreads each 6-bit quant
+ * over a nibble of ql and two bits of qh in an order the lanes do not follow: unpack_q6_K
+ * spends 32 operations on it. Repacked, each super-block keeps its 210 bytes:
+ *   [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4   (the low 4 bits of unpack_q6_K's
+ *        registers, as packed Q4_0)
+ *   [64] their high 2 bits: w[0] >> 4 | w[1] >> 4 << 2 | w[2] >> 4 << 4 | w[3] >> 4 << 6
+ *   [16] the 16 scales (int8), [2] d (fp16)                                            */
+#define Q6KP_SC 192
+#define Q6KP_D 208
+
+static inline void unpack_q6_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q6_K);
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    const __m512i h = _mm512_loadu_si512(p + 128);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    const __m512i l4[4] = {lo, hi, _mm512_srli_epi64(lo, 4), _mm512_srli_epi64(hi, 4)};
+    for (int k = 0; k < 4; k++) {
+        /* bits 2k, 2k + 1 of each byte of h, moved to bits 4, 5 (no byte spills: < 4) */
+        const __m512i h2 = _mm512_and_si512(_mm512_srli_epi64(h, 2 * k), m2);
+        u->w[k] = _mm512_or_si512(_mm512_and_si512(l4[k], m4), _mm512_slli_epi64(h2, 4));
+    }
+    uint16_t d;
+    memcpy(&d, p + Q6KP_D, sizeof(d));
+    u->d = h2f(d);
+    u->dmin = 0.0f;
+    u->scale = _mm512_castsi512_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + Q6KP_SC))));
+    u->mn = _mm512_setzero_ps();
+}
+
+static void repack_q6_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+    const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)src;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    for (int64_t s = 0; s < n / 256; s++) {
+        struct unpacked u;
+        unpack_q6_K(src, s, &u);
+        uint8_t *p = dst + (size_t)s * sizeof(struct pl_block_q6_K);
+        __m512i l[4], h = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            l[k] = _mm512_and_si512(u.w[k], m4);
+            /* values < 64: the high 2 bits, shifted within the byte */
+            h = _mm512_or_si512(
+                h, _mm512_slli_epi64(_mm512_and_si512(_mm512_srli_epi64(u.w[k], 4), m2), 2 * k));
+        }
+        _mm512_storeu_si512(p, _mm512_or_si512(l[0], _mm512_slli_epi64(l[2], 4)));
+        _mm512_storeu_si512(p + 64, _mm512_or_si512(l[1], _mm512_slli_epi64(l[3], 4)));
+        _mm512_storeu_si512(p + 128, h);
+        memcpy(p + Q6KP_SC, b[s].scales, 16);
+        memcpy(p + Q6KP_D, &b[s].d, sizeof(b[s].d));
     }
 }
 
@@ -888,10 +940,20 @@ q4kp_reduce4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
     return _mm512_add_epi32(c, _mm512_shuffle_i32x4(c, c, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
-/* What the float chain needs of a group of up to 4 super-blocks: isum and -msum as floats,
- * and [da x d, da x dmin]. */
+/* Lane i (< 4, a constant after inlining) of x. The chains read their sums from registers:
+ * a 512-bit store read back as floats stalls its loads (no store forwarding): packed Q6_K
+ * decode went from 54-57 to 59-63 GB/s over an L2-sized matrix without it. */
+static inline __attribute__((always_inline)) float lane4(__m128 x, int i) {
+    return _mm_cvtss_f32(i == 0   ? x
+                         : i == 1 ? _mm_movehdup_ps(x)
+                         : i == 2 ? _mm_movehl_ps(x, x)
+                                  : _mm_shuffle_ps(x, x, 3));
+}
+
+/* What the float chain needs of a group of up to 4 super-blocks: lane i of f the isum of
+ * super-block i, lane 8 + i its -msum; [da x d, da x dmin]. */
 struct q4kp_sums {
-    _Alignas(64) float f[16]; /* f[i]: isum of super-block i, f[8 + i]: -msum */
+    __m512 f;
     float dd[4][2];
 };
 
@@ -928,7 +990,7 @@ q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struc
         const __m512i z2 = k > 2 ? q4kp_sb(w, v, n, s0 + 2, g->dd[2]) : zero;
         r = q4kp_reduce4(z0, z1, z2, zero);
     }
-    _mm512_store_ps(g->f, _mm512_cvtepi32_ps(r));
+    g->f = _mm512_cvtepi32_ps(r);
 }
 
 static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
@@ -942,10 +1004,12 @@ static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             struct q4kp_sums g;
             q4kp_group(row, v, n, s0, k, &g);
-            for (int64_t i = 0; i < k; i++) {
-                sum = fmaf(g.dd[i][0], g.f[i], sum);
-                sum = fmaf(g.dd[i][1], g.f[8 + i], sum);
-            }
+            const __m128 fi = _mm512_castps512_ps128(g.f), fm = _mm512_extractf32x4_ps(g.f, 2);
+            for (int i = 0; i < 4; i++)
+                if (i < k) {
+                    sum = fmaf(g.dd[i][0], lane4(fi, i), sum);
+                    sum = fmaf(g.dd[i][1], lane4(fm, i), sum);
+                }
         }
         out[r] = sum;
     }
@@ -970,7 +1034,7 @@ q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
         for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             _Alignas(64) __m512i z[PL_QUANT_DOTN_MAX][4];
-            float dd[4][2];
+            float dd[4][2] = {{0.0f}};
             pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sizeof(struct pl_block_q4_K),
                      VEC_PF_BYTES + (size_t)(s0 + k) * sizeof(struct pl_block_q4_K));
             for (int64_t i = 0; i < 4; i++) {
@@ -990,14 +1054,15 @@ q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
                                        pl_mm_lay_ns(v[t], n, 1, s0 + i, 0));
             }
             for (int t = 0; t < NT; t++) {
-                _Alignas(64) float f[16];
-                _mm512_store_ps(f, _mm512_cvtepi32_ps(
-                                       q4kp_reduce4(z[t][0], z[t][1], z[t][2], z[t][3])));
-                for (int64_t i = 0; i < k; i++) {
-                    const float da = *pl_mm_lay_da(v[t], n, 1, s0 + i, 0);
-                    sum[t] = fmaf(dd[i][0] * da, f[i], sum[t]);
-                    sum[t] = fmaf(dd[i][1] * da, f[8 + i], sum[t]);
-                }
+                const __m512 f =
+                    _mm512_cvtepi32_ps(q4kp_reduce4(z[t][0], z[t][1], z[t][2], z[t][3]));
+                const __m128 fi = _mm512_castps512_ps128(f), fm = _mm512_extractf32x4_ps(f, 2);
+                for (int i = 0; i < 4; i++)
+                    if (i < k) {
+                        const float da = *pl_mm_lay_da(v[t], n, 1, s0 + i, 0);
+                        sum[t] = fmaf(dd[i][0] * da, lane4(fi, i), sum[t]);
+                        sum[t] = fmaf(dd[i][1] * da, lane4(fm, i), sum[t]);
+                    }
             }
         }
         for (int t = 0; t < NT; t++)
@@ -1021,6 +1086,159 @@ static TARGET_GV void vec_q4_Kpn(int64_t n, const uint8_t *w, size_t row_bytes, 
 DEFINE_ROWS(rows_q4_Kp, unpack_q4_Kp, 8, 0, 0)
 DEFINE_ROWS8(rows8_q4_Kp, unpack_q4_Kp, 8, 0, 0)
 
+/* ---- Q6_K decode from the packed layout (GFNI, VBMI) ----
+ * The 6-bit quants come out of the three 64-byte planes by GF2P8AFFINEQB (a bit matrix per
+ * byte: a nibble, or one 2-bit field of the high plane moved to bits 4-5) and one VPTERNLOGD
+ * each; layout 16 puts sub-block j in lane j of every register, so four VPDPBUSDs give the
+ * sub-blocks' sums, the offset -32 comes from ns (minus their activation sums), and one
+ * multiply by the scales gives lanes that sum to isum. Batch invariance (matmul.h): per
+ * super-block s = fma(da x d, isum, s), the tile kernels' operation. */
+/* GF(2) matrices moving bits 2k, 2k + 1 of a byte to bits 4, 5 (the rest zero) */
+#define GF_Q6H(k) ((0x01ll << (2 * (k))) << 24 | (0x02ll << (2 * (k))) << 16)
+
+struct q6kp_w {
+    __m512i w[4], sc;
+};
+
+static inline TARGET_GV __attribute__((always_inline)) void q6kp_load(const uint8_t *p,
+                                                                      struct q6kp_w *u) {
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    const __m512i h = _mm512_loadu_si512(p + 128);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), g_hi = _mm512_set1_epi64(GF_HI_NIBBLE);
+    __m512i h2[4];
+    for (int k = 0; k < 4; k++)
+        h2[k] = _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64(GF_Q6H(k)), 0);
+    /* (low nibble & 15) | high bits in one VPTERNLOGD: (a & b) | c is 0xEA */
+    u->w[0] = _mm512_ternarylogic_epi64(lo, m4, h2[0], 0xEA);
+    u->w[1] = _mm512_ternarylogic_epi64(hi, m4, h2[1], 0xEA);
+    u->w[2] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(lo, g_hi, 0), h2[2]);
+    u->w[3] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(hi, g_hi, 0), h2[3]);
+    u->sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + Q6KP_SC)));
+}
+
+/* The 16 lanes that sum to isum, of a loaded super-block and the decode vector's (q, ns). */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q6kp_dot(const struct q6kp_w *u, const int8_t *q, const int32_t *ns) {
+    __m512i pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_load_si512(ns), 5), u->w[0],
+                                     _mm512_load_si512(q));
+    __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[2], _mm512_load_si512(q + 128));
+    pa = _mm512_dpbusd_epi32(pa, u->w[1], _mm512_load_si512(q + 64));
+    pb = _mm512_dpbusd_epi32(pb, u->w[3], _mm512_load_si512(q + 192));
+    return _mm512_mullo_epi32(_mm512_add_epi32(pa, pb), u->sc);
+}
+
+/* Four super-blocks' lanes: their totals in lanes 0..3. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q6kp_reduce4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    const __m512i c = q4kp_reduce4(z0, z1, z2, z3); /* chunks 0 + 1 and 2 + 3 */
+    return _mm512_add_epi32(c, _mm512_shuffle_i32x4(c, c, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+/* Super-block s of packed row w: its lanes, and da x d into *dd. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q6kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
+    const uint8_t *p = w + (size_t)s * sizeof(struct pl_block_q6_K);
+    uint16_t d;
+    memcpy(&d, p + Q6KP_D, sizeof(d));
+    *dd = h2f(d) * *pl_mm_lay_da(v, n, 1, s, 0);
+    struct q6kp_w u;
+    q6kp_load(p, &u);
+    return q6kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
+}
+
+static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    const int64_t n_sb = n / 256;
+    const size_t sb = sizeof(struct pl_block_q6_K);
+    uint8_t *v = (uint8_t *)(uintptr_t)vec;
+    const __m512i zero = _mm512_setzero_si512();
+    for (uint32_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * row_bytes;
+        float sum = 0.0f;
+        for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
+            const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
+            float dd[4] = {0.0f};
+            pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sb, VEC_PF_BYTES + (size_t)(s0 + k) * sb);
+            const __m512i z0 = q6kp_sb(row, v, n, s0, &dd[0]);
+            const __m512i z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1]) : zero;
+            const __m512i z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2]) : zero;
+            const __m512i z3 = k > 3 ? q6kp_sb(row, v, n, s0 + 3, &dd[3]) : zero;
+            const __m128 x =
+                _mm512_castps512_ps128(_mm512_cvtepi32_ps(q6kp_reduce4(z0, z1, z2, z3)));
+            for (int i = 0; i < 4; i++)
+                if (i < k)
+                    sum = fmaf(dd[i], lane4(x, i), sum);
+        }
+        out[r] = sum;
+    }
+}
+
+/* NT decode vectors: each super-block loaded once for all; per vector vec_q6_Kp's
+ * operations (bit-identical results). */
+static inline TARGET_GV __attribute__((always_inline)) void
+q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
+       float *const *out, const int NT) {
+    const int64_t n_sb = n / 256;
+    const size_t sb = sizeof(struct pl_block_q6_K);
+    uint8_t *v[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++)
+        v[t] = (uint8_t *)(uintptr_t)vec[t];
+    for (uint32_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * row_bytes;
+        float sum[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            sum[t] = 0.0f;
+        for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
+            const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
+            _Alignas(64) __m512i z[PL_QUANT_DOTN_MAX][4];
+            float d[4] = {0.0f};
+            pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sb, VEC_PF_BYTES + (size_t)(s0 + k) * sb);
+            for (int64_t i = 0; i < 4; i++) {
+                if (i >= k) {
+                    for (int t = 0; t < NT; t++)
+                        z[t][i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const uint8_t *p = row + (size_t)(s0 + i) * sb;
+                uint16_t dh;
+                memcpy(&dh, p + Q6KP_D, sizeof(dh));
+                d[i] = h2f(dh);
+                struct q6kp_w u;
+                q6kp_load(p, &u);
+                for (int t = 0; t < NT; t++)
+                    z[t][i] = q6kp_dot(&u, pl_mm_lay_qs(v[t], n, 1, s0 + i, 0, 0),
+                                       pl_mm_lay_ns(v[t], n, 1, s0 + i, 0));
+            }
+            for (int t = 0; t < NT; t++) {
+                const __m128 x = _mm512_castps512_ps128(
+                    _mm512_cvtepi32_ps(q6kp_reduce4(z[t][0], z[t][1], z[t][2], z[t][3])));
+                for (int i = 0; i < 4; i++)
+                    if (i < k)
+                        sum[t] = fmaf(d[i] * *pl_mm_lay_da(v[t], n, 1, s0 + i, 0), lane4(x, i),
+                                      sum[t]);
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            out[t][r] = sum[t];
+    }
+}
+
+static TARGET_GV void vec_q6_Kpn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                 const uint8_t *const *vec, uint32_t nv, float *const *out) {
+    switch (nv) {
+    case 8: q6kp_n(n, w, row_bytes, n_rows, vec, out, 8); break;
+    case 7: q6kp_n(n, w, row_bytes, n_rows, vec, out, 7); break;
+    case 6: q6kp_n(n, w, row_bytes, n_rows, vec, out, 6); break;
+    case 5: q6kp_n(n, w, row_bytes, n_rows, vec, out, 5); break;
+    case 4: q6kp_n(n, w, row_bytes, n_rows, vec, out, 4); break;
+    case 3: q6kp_n(n, w, row_bytes, n_rows, vec, out, 3); break;
+    default: q6kp_n(n, w, row_bytes, n_rows, vec, out, 2); break;
+    }
+}
+
+DEFINE_ROWS(rows_q6_Kp, unpack_q6_Kp, 16, 0, 5)
+DEFINE_ROWS8(rows8_q6_Kp, unpack_q6_Kp, 16, 0, 5)
+
 /* Q4_K without GFNI/VBMI decodes through quant_avx512.c's per-row dot product, which was
  * faster than a decode vector kernel on the GGUF layout. */
 static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
@@ -1036,6 +1254,13 @@ static const struct pl_mm_tile_kernel k_q4_K_gv = {PL_GGML_TYPE_Q8_K, 32, prep_q
 static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
                                                 NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL, 0,
                                                 NULL, NULL};
+/* With GFNI and VBMI: repacked at load, decoded by vec_q6_Kp / vec_q6_Kpn. */
+static const struct pl_mm_tile_kernel k_q6_Kp = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16,
+                                                 rows_q6_Kp, vec_q6_Kp, rows8_q6_Kp,
+                                                 PL_MM_ROWS, NULL, vec_q6_Kpn, 0, NULL, NULL};
+static const struct pl_mm_tile_kernel k_q6_K_gv = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16,
+                                                   rows_q6_K, NULL, rows8_q6_K, PL_MM_ROWS,
+                                                   NULL, NULL, 0, &k_q6_Kp, repack_q6_K};
 static const struct pl_mm_tile_kernel k_q4_0p = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32,
                                                  rows_q4_0p, vec_q4_0p, rows8_q4_0p,
                                                  PL_MM_ROWS, NULL, vec_q4_0pn, 0, NULL, NULL};
@@ -1060,7 +1285,7 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     case PL_GGML_TYPE_Q4_K:
         return have_gv() ? &k_q4_K_gv : &k_q4_K;
     case PL_GGML_TYPE_Q6_K:
-        return &k_q6_K;
+        return have_gv() ? &k_q6_K_gv : &k_q6_K;
     case PL_GGML_TYPE_Q4_0:
         return &k_q4_0;
     case PL_GGML_TYPE_Q8_0:
