@@ -915,7 +915,7 @@ q4kp_dot(const struct q4kp_w *u, const int8_t *q, const int32_t *ns) {
     pb = _mm512_dpbusd_epi32(pb, u->w[3], _mm512_load_si512(q + 192));
     const __m512i ps = _mm512_mullo_epi32(_mm512_add_epi32(pa, pb), u->sc);
     const __m256i ms =
-        _mm256_mullo_epi32(u->mn, _mm256_load_si256((const __m256i *)(const void *)ns));
+        _mm256_mullo_epi32(u->mn, _mm256_loadu_si256((const __m256i *)(const void *)ns));
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_add_epi32(
                                   _mm512_castsi512_si256(ps), _mm512_extracti64x4_epi64(ps, 1))),
                               ms, 1);
@@ -1119,7 +1119,7 @@ static inline TARGET_GV __attribute__((always_inline)) void q6kp_load(const uint
 /* The 16 lanes that sum to isum, of a loaded super-block and the decode vector's (q, ns). */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
 q6kp_dot(const struct q6kp_w *u, const int8_t *q, const int32_t *ns) {
-    __m512i pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_load_si512(ns), 5), u->w[0],
+    __m512i pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_loadu_si512(ns), 5), u->w[0],
                                      _mm512_load_si512(q));
     __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[2], _mm512_load_si512(q + 128));
     pa = _mm512_dpbusd_epi32(pa, u->w[1], _mm512_load_si512(q + 64));
