@@ -656,6 +656,24 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
 #define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                               \
     DEFINE_ROWS_W(name, rows_chunk8, 256, PL_MM_HALF, unpack, n_sub, block_da, off_shift)
 
+/* fn, a vec_rowsn (matmul.h) with the target attributes attr: impl(n, w, row_bytes, n_rows,
+ * vec, out, NT) with NT = nv (2 .. PL_QUANT_DOTN_MAX) a constant, so impl's loops over the
+ * vectors unroll. */
+#define DEFINE_NT_DISPATCH(attr, fn, impl)                                                   \
+    static attr void fn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
+                        const uint8_t *const *vec, uint32_t nv, float *const *out) {          \
+        switch (nv) {                                                                         \
+        case 8: impl(n, w, row_bytes, n_rows, vec, out, 8); break;                            \
+        case 7: impl(n, w, row_bytes, n_rows, vec, out, 7); break;                            \
+        case 6: impl(n, w, row_bytes, n_rows, vec, out, 6); break;                            \
+        case 5: impl(n, w, row_bytes, n_rows, vec, out, 5); break;                            \
+        case 4: impl(n, w, row_bytes, n_rows, vec, out, 4); break;                            \
+        case 3: impl(n, w, row_bytes, n_rows, vec, out, 3); break;                            \
+        default: impl(n, w, row_bytes, n_rows, vec, out, 2); break;                           \
+        }                                                                                     \
+    }
+_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_NT_DISPATCH covers 2 .. 8 vectors");
+
 /* The decode kernels' weight stream: the lines of [row + from, row + to) that start in it,
  * each once, prefetched into L1. Called per super-block with the range VEC_PF_BYTES ahead of
  * it, so the sweep runs that far ahead of the loads, one line at a time. */
@@ -829,18 +847,7 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
                 out[t][r] = a[t];                                                             \
         }                                                                                     \
     }                                                                                         \
-    static void name##n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
-                        const uint8_t *const *vec, uint32_t nv, float *const *out) {          \
-        switch (nv) {                                                                         \
-        case 8: name##_n(n, w, row_bytes, n_rows, vec, out, 8); break;                        \
-        case 7: name##_n(n, w, row_bytes, n_rows, vec, out, 7); break;                        \
-        case 6: name##_n(n, w, row_bytes, n_rows, vec, out, 6); break;                        \
-        case 5: name##_n(n, w, row_bytes, n_rows, vec, out, 5); break;                        \
-        case 4: name##_n(n, w, row_bytes, n_rows, vec, out, 4); break;                        \
-        case 3: name##_n(n, w, row_bytes, n_rows, vec, out, 3); break;                        \
-        default: name##_n(n, w, row_bytes, n_rows, vec, out, 2); break;                       \
-        }                                                                                     \
-    }
+    DEFINE_NT_DISPATCH(, name##n, name##_n)
 
 /* Offsets: Q6_K's 32, Q4_0's 8, Q8_0's 128 (its bias); Q4_K's mins go through fs. */
 DEFINE_ROWS(rows_q4_K, unpack_q4_K, 8, 0, 0)
@@ -1017,8 +1024,7 @@ static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
 
 /* NT decode vectors (2 .. PL_QUANT_DOTN_MAX; NT constant after inlining): each super-block
  * is loaded once for all of them; per vector the operations of vec_q4_Kp (the same sums,
- * reductions and chain), so out[t] is bit-identical to its result for vec[t]. With NT
- * chains side by side the chain need not lag a row. */
+ * reductions and chain), so out[t] is bit-identical to its result for vec[t]. */
 static inline TARGET_GV __attribute__((always_inline)) void
 q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
        float *const *out, const int NT) {
@@ -1070,18 +1076,7 @@ q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
     }
 }
 
-static TARGET_GV void vec_q4_Kpn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                                 const uint8_t *const *vec, uint32_t nv, float *const *out) {
-    switch (nv) {
-    case 8: q4kp_n(n, w, row_bytes, n_rows, vec, out, 8); break;
-    case 7: q4kp_n(n, w, row_bytes, n_rows, vec, out, 7); break;
-    case 6: q4kp_n(n, w, row_bytes, n_rows, vec, out, 6); break;
-    case 5: q4kp_n(n, w, row_bytes, n_rows, vec, out, 5); break;
-    case 4: q4kp_n(n, w, row_bytes, n_rows, vec, out, 4); break;
-    case 3: q4kp_n(n, w, row_bytes, n_rows, vec, out, 3); break;
-    default: q4kp_n(n, w, row_bytes, n_rows, vec, out, 2); break;
-    }
-}
+DEFINE_NT_DISPATCH(TARGET_GV, vec_q4_Kpn, q4kp_n)
 
 DEFINE_ROWS(rows_q4_Kp, unpack_q4_Kp, 8, 0, 0)
 DEFINE_ROWS8(rows8_q4_Kp, unpack_q4_Kp, 8, 0, 0)
@@ -1223,18 +1218,7 @@ q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
     }
 }
 
-static TARGET_GV void vec_q6_Kpn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                                 const uint8_t *const *vec, uint32_t nv, float *const *out) {
-    switch (nv) {
-    case 8: q6kp_n(n, w, row_bytes, n_rows, vec, out, 8); break;
-    case 7: q6kp_n(n, w, row_bytes, n_rows, vec, out, 7); break;
-    case 6: q6kp_n(n, w, row_bytes, n_rows, vec, out, 6); break;
-    case 5: q6kp_n(n, w, row_bytes, n_rows, vec, out, 5); break;
-    case 4: q6kp_n(n, w, row_bytes, n_rows, vec, out, 4); break;
-    case 3: q6kp_n(n, w, row_bytes, n_rows, vec, out, 3); break;
-    default: q6kp_n(n, w, row_bytes, n_rows, vec, out, 2); break;
-    }
-}
+DEFINE_NT_DISPATCH(TARGET_GV, vec_q6_Kpn, q6kp_n)
 
 DEFINE_ROWS(rows_q6_Kp, unpack_q6_Kp, 16, 0, 5)
 DEFINE_ROWS8(rows8_q6_Kp, unpack_q6_Kp, 16, 0, 5)
