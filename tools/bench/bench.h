@@ -8,6 +8,7 @@ int bench_ipc_main(int argc, char **argv);
 int bench_mkmodel_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);
 int bench_kernels_main(int argc, char **argv);
+int bench_decode_main(int argc, char **argv);
 int bench_serve_main(int argc, char **argv);
 
 #endif
