@@ -695,7 +695,8 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
  * m_j = sum_j x (da_j x dw_j), summed as (m0 + m4 + (m2 + m6)) + (m1 + m5 + (m3 + m7)) and
  * added to the row's sum: the float operations rows() does per token. The multi-token form
  * (name##n) still takes row pairs, whose trees share registers; it sweeps the pair's bytes
- * (2 x VEC_PF_BYTES ahead) and computes NT times as much per byte. One row takes its
+ * at twice the rate, from the next pair's end on (2 x row_bytes + VEC_PF_BYTES ahead), and
+ * computes NT times as much per byte. One row takes its
  * super-blocks in pairs instead, the integer sums to floats and the trees of both in
  * 512-bit operations (name##_m2, name##_trees): Q4_0 over an L2-sized matrix 52 -> 63-67
  * GB/s, so the kernel keeps a margin over the bus when the host slows the core. */
