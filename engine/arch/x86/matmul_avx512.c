@@ -273,14 +273,26 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
  * so a packed unpack is plain loads (and Q4_0's nibble split). The unpacked registers are
  * the same bits, hence every product is bit-identical to the GGUF layout's. */
 
-static inline void unpack_q4_0p(const uint8_t *row, int64_t s, struct unpacked *u) {
-    const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
+/* The nibble planes of the packed layouts (Q4_0, Q4_K, and Q6_K's low 4 bits): w[0..3],
+ * each byte < 16, as [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4 at p. */
+static inline void nibbles_store(uint8_t *p, const __m512i w[4]) {
+    /* nibbles are < 16: shifting a qword left by 4 moves none into the next byte */
+    _mm512_storeu_si512(p, _mm512_or_si512(w[0], _mm512_slli_epi64(w[2], 4)));
+    _mm512_storeu_si512(p + 64, _mm512_or_si512(w[1], _mm512_slli_epi64(w[3], 4)));
+}
+
+static inline void nibbles_load(const uint8_t *p, __m512i w[4]) {
     const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    u->w[0] = _mm512_and_si512(lo, m4);
-    u->w[1] = _mm512_and_si512(hi, m4);
-    u->w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4);
-    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4);
+    w[0] = _mm512_and_si512(lo, m4);
+    w[1] = _mm512_and_si512(hi, m4);
+    w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4);
+    w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4);
+}
+
+static inline void unpack_q4_0p(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
+    nibbles_load(p, u->w);
     blocks_scale(_mm_loadu_si128((const __m128i *)(const void *)(p + 128)), u);
 }
 
@@ -303,9 +315,7 @@ static void repack_q4_0(int64_t n, const uint8_t *src, uint8_t *dst) {
         struct unpacked u;
         unpack_q4_0(src, s, &u);
         uint8_t *p = dst + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
-        /* nibbles are < 16: shifting a qword left by 4 moves none into the next byte */
-        _mm512_storeu_si512(p, _mm512_or_si512(u.w[0], _mm512_slli_epi64(u.w[2], 4)));
-        _mm512_storeu_si512(p + 64, _mm512_or_si512(u.w[1], _mm512_slli_epi64(u.w[3], 4)));
+        nibbles_store(p, u.w);
         block_scales(src, s, sizeof(struct pl_block_q4_0), p + 128);
     }
 }
@@ -351,12 +361,7 @@ static inline __m256i fields6(uint64_t x) {
 
 static inline void unpack_q4_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
     const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q4_K);
-    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    u->w[0] = _mm512_and_si512(lo, m4);
-    u->w[1] = _mm512_and_si512(hi, m4);
-    u->w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4);
-    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4);
+    nibbles_load(p, u->w);
     u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(p + Q4KP_SC))));
     u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(p + Q4KP_MN))));
     uint32_t dd;
@@ -372,8 +377,7 @@ static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         struct unpacked u;
         unpack_q4_K(src, s, &u);
         uint8_t *p = dst + (size_t)s * sizeof(struct pl_block_q4_K);
-        _mm512_storeu_si512(p, _mm512_or_si512(u.w[0], _mm512_slli_epi64(u.w[2], 4)));
-        _mm512_storeu_si512(p + 64, _mm512_or_si512(u.w[1], _mm512_slli_epi64(u.w[3], 4)));
+        nibbles_store(p, u.w);
         uint64_t sc, mn, sc48 = 0, mn48 = 0;
         pl_q4k_scales_mins8(b[s].scales, &sc, &mn);
         for (int j = 0; j < 8; j++) {
@@ -401,14 +405,13 @@ static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
 
 static inline void unpack_q6_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
     const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q6_K);
-    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
     const __m512i h = _mm512_loadu_si512(p + 128);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
-    const __m512i l4[4] = {lo, hi, _mm512_srli_epi64(lo, 4), _mm512_srli_epi64(hi, 4)};
+    const __m512i m2 = _mm512_set1_epi8(0x03);
+    nibbles_load(p, u->w);
     for (int k = 0; k < 4; k++) {
         /* bits 2k, 2k + 1 of each byte of h, moved to bits 4, 5 (no byte spills: < 4) */
         const __m512i h2 = _mm512_and_si512(_mm512_srli_epi64(h, 2 * k), m2);
-        u->w[k] = _mm512_or_si512(_mm512_and_si512(l4[k], m4), _mm512_slli_epi64(h2, 4));
+        u->w[k] = _mm512_or_si512(u->w[k], _mm512_slli_epi64(h2, 4));
     }
     uint16_t d;
     memcpy(&d, p + Q6KP_D, sizeof(d));
@@ -433,8 +436,7 @@ static void repack_q6_K(int64_t n, const uint8_t *src, uint8_t *dst) {
             h = _mm512_or_si512(
                 h, _mm512_slli_epi64(_mm512_and_si512(_mm512_srli_epi64(u.w[k], 4), m2), 2 * k));
         }
-        _mm512_storeu_si512(p, _mm512_or_si512(l[0], _mm512_slli_epi64(l[2], 4)));
-        _mm512_storeu_si512(p + 64, _mm512_or_si512(l[1], _mm512_slli_epi64(l[3], 4)));
+        nibbles_store(p, l);
         _mm512_storeu_si512(p + 128, h);
         memcpy(p + Q6KP_SC, b[s].scales, 16);
         memcpy(p + Q6KP_D, &b[s].d, sizeof(b[s].d));
@@ -684,6 +686,12 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
         _mm_prefetch((const char *)row + o, _MM_HINT_T0);
 }
 
+/* The sweep for super-blocks [s, s + k) of sb bytes each: their bytes, VEC_PF_BYTES on. */
+static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int64_t s,
+                                                         int64_t k, size_t sb) {
+    pf_sweep(row, VEC_PF_BYTES + (size_t)s * sb, VEC_PF_BYTES + (size_t)(s + k) * sb);
+}
+
 /* Decode of Q4_0 / Q8_0: one token, one row at a time, super-blocks in order: a single
  * forward stream, with the prefetch sweep above (VEC_PF_BYTES ahead, each line once).
  * Measured on a Zen 5 core (47 GB/s read loop, TinyLlama-sized rows of 2048 and 5632): two
@@ -780,8 +788,7 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
             int64_t s = 0;                                                                    \
             for (; s + 2 <= n_sb; s += 2) {                                                   \
                 struct unpacked u0, u1;                                                       \
-                pf_sweep(r0, VEC_PF_BYTES + (size_t)s * (sb_bytes),                           \
-                         VEC_PF_BYTES + (size_t)(s + 2) * (sb_bytes));                        \
+                pf_sbs(r0, s, 2, (sb_bytes));                                                 \
                 unpack(r0, s, &u0);                                                           \
                 unpack(r0, s + 1, &u1);                                                       \
                 /* the trees of both super-blocks side by side (lanes 0 and 8), added to  \
@@ -792,8 +799,7 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
             }                                                                                 \
             for (; s < n_sb; s++) {                                                           \
                 struct unpacked u0;                                                           \
-                pf_sweep(r0, VEC_PF_BYTES + (size_t)s * (sb_bytes),                           \
-                         VEC_PF_BYTES + (size_t)(s + 1) * (sb_bytes));                        \
+                pf_sbs(r0, s, 1, (sb_bytes));                                                 \
                 unpack(r0, s, &u0);                                                           \
                 a0 = name##_tree1(a0, name##_m(&u0, v, n, s));                                \
             }                                                                                 \
@@ -838,8 +844,7 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
             float a[PL_QUANT_DOTN_MAX] = {0.0f};                                              \
             for (int64_t s = 0; s < n_sb; s++) {                                              \
                 struct unpacked u0;                                                           \
-                pf_sweep(r0, VEC_PF_BYTES + (size_t)s * (sb_bytes),                           \
-                         VEC_PF_BYTES + (size_t)(s + 1) * (sb_bytes));                        \
+                pf_sbs(r0, s, 1, (sb_bytes));                                                 \
                 unpack(r0, s, &u0);                                                           \
                 for (int t = 0; t < NT; t++)                                                  \
                     a[t] = name##_tree1(a[t], name##_m(&u0, v[t], n, s));                     \
@@ -929,14 +934,6 @@ q4kp_dot(const struct q4kp_w *u, const int8_t *q, const int32_t *ns) {
                               ms, 1);
 }
 
-/* q4kp_dot of packed super-block p. */
-static inline TARGET_GV __attribute__((always_inline)) __m512i
-q4kp_z(const uint8_t *p, const int8_t *q, const int32_t *ns) {
-    struct q4kp_w u;
-    q4kp_load(p, &u);
-    return q4kp_dot(&u, q, ns);
-}
-
 /* Four super-blocks' z: lanes 0..3 their isums, lanes 8..11 their -msums. */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
 q4kp_reduce4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
@@ -965,7 +962,7 @@ struct q4kp_sums {
     float dd[4][2];
 };
 
-/* Super-block s of packed row w: its z, and [da x d, da x dmin] into dd. */
+/* Super-block s of packed row w: its q4kp_dot, and [da x d, da x dmin] into dd. */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
 q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
     const uint8_t *p = w + (size_t)s * sizeof(struct pl_block_q4_K);
@@ -973,7 +970,9 @@ q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
     memcpy(&d2, p + Q4KP_D, sizeof(d2));
     _mm_storel_pi((__m64 *)(void *)dd, _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d2)),
                                                   _mm_set1_ps(*pl_mm_lay_da(v, n, 1, s, 0))));
-    return q4kp_z(p, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
+    struct q4kp_w u;
+    q4kp_load(p, &u);
+    return q4kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
 }
 
 /* Super-blocks [s0, s0 + k) (k <= 4) of packed row w into g, with the prefetch of their
@@ -981,18 +980,18 @@ q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
 static inline TARGET_GV __attribute__((always_inline)) void
 q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struct q4kp_sums *g) {
     const __m512i zero = _mm512_setzero_si512();
-    const size_t at = (size_t)s0 * sizeof(struct pl_block_q4_K) + VEC_PF_BYTES;
     __m512i r;
     if (k == 4) {
+        const char *pf = (const char *)w + (size_t)s0 * sizeof(struct pl_block_q4_K) + VEC_PF_BYTES;
         for (int l = 0; l < 10; l++)
-            _mm_prefetch((const char *)w + at + 64 * l, _MM_HINT_T0);
+            _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
         const __m512i z0 = q4kp_sb(w, v, n, s0, g->dd[0]);
         const __m512i z1 = q4kp_sb(w, v, n, s0 + 1, g->dd[1]);
         const __m512i z2 = q4kp_sb(w, v, n, s0 + 2, g->dd[2]);
         const __m512i z3 = q4kp_sb(w, v, n, s0 + 3, g->dd[3]);
         r = q4kp_reduce4(z0, z1, z2, z3);
     } else {
-        pf_sweep(w, at, at + (size_t)k * sizeof(struct pl_block_q4_K));
+        pf_sbs(w, s0, k, sizeof(struct pl_block_q4_K));
         const __m512i z0 = q4kp_sb(w, v, n, s0, g->dd[0]);
         const __m512i z1 = k > 1 ? q4kp_sb(w, v, n, s0 + 1, g->dd[1]) : zero;
         const __m512i z2 = k > 2 ? q4kp_sb(w, v, n, s0 + 2, g->dd[2]) : zero;
@@ -1042,8 +1041,7 @@ q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             _Alignas(64) __m512i z[PL_QUANT_DOTN_MAX][4];
             float dd[4][2] = {{0.0f}};
-            pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sizeof(struct pl_block_q4_K),
-                     VEC_PF_BYTES + (size_t)(s0 + k) * sizeof(struct pl_block_q4_K));
+            pf_sbs(row, s0, k, sizeof(struct pl_block_q4_K));
             for (int64_t i = 0; i < 4; i++) {
                 if (i >= k) {
                     for (int t = 0; t < NT; t++)
@@ -1154,7 +1152,7 @@ static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
         for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             float dd[4] = {0.0f};
-            pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sb, VEC_PF_BYTES + (size_t)(s0 + k) * sb);
+            pf_sbs(row, s0, k, sb);
             const __m512i z0 = q6kp_sb(row, v, n, s0, &dd[0]);
             const __m512i z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1]) : zero;
             const __m512i z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2]) : zero;
@@ -1188,7 +1186,7 @@ q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             _Alignas(64) __m512i z[PL_QUANT_DOTN_MAX][4];
             float d[4] = {0.0f};
-            pf_sweep(row, VEC_PF_BYTES + (size_t)s0 * sb, VEC_PF_BYTES + (size_t)(s0 + k) * sb);
+            pf_sbs(row, s0, k, sb);
             for (int64_t i = 0; i < 4; i++) {
                 if (i >= k) {
                     for (int t = 0; t < NT; t++)
