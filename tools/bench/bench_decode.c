@@ -47,19 +47,6 @@ struct matrix {
     size_t bytes;
 };
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static float rnd(void) {
-    float s = 0.f;
-    for (int k = 0; k < 4; k++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) * 0x1p-24f - 0.5f;
-    }
-    return s * 1.7f;
-}
-
 /* A matrix of type t, rows of n, about bytes big (whole rows, a multiple of 16), filled
  * with TILE_ROWS quantized random rows and repacked where the kernel has a layout of its
  * own. The random rows come from f (TILE_ROWS x n floats). */
@@ -255,8 +242,9 @@ int bench_decode_main(int argc, char **argv) {
     float *f = malloc(sizeof(float) * o.n * PL_MAX(TILE_ROWS, PL_QUANT_DOTN_MAX));
     if (!f)
         return 1;
+    unsigned long long rng = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < (size_t)o.n * TILE_ROWS; i++)
-        f[i] = rnd();
+        f[i] = bench_normalish(&rng);
     for (size_t i = 0; i < N_DECODE_TYPES; i++) {
         r = bench_type(decode_types[i], &o, f, &res[n_res]);
         if (r == -ENOTSUP)

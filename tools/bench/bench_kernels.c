@@ -106,19 +106,6 @@ static size_t fill_rows(uint64_t row_bytes, uint8_t *buf, size_t len, const uint
     return n_rows;
 }
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-
-static float rnd_normalish(void) {
-    float s = 0.f;
-    for (int k = 0; k < 4; k++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) * 0x1p-24f - 0.5f;
-    }
-    return s * 1.7f;
-}
-
 static int bench_type(uint32_t t, const struct opts *o, uint8_t *mem, struct result *res,
                       float *sink) {
     const struct pl_quant_kernels *ref = pl_quant_kernels_ref(t);
@@ -142,8 +129,9 @@ static int bench_type(uint32_t t, const struct opts *o, uint8_t *mem, struct res
         r = -ENOMEM;
         goto out;
     }
+    unsigned long long rng = 0x2545F4914F6CDD1Dull;
     for (size_t i = 0; i < (size_t)N_COLS * TILE_ROWS; i++)
-        f[i] = rnd_normalish();
+        f[i] = bench_normalish(&rng);
     ref->from_f32(f, tile, (int64_t)N_COLS * TILE_ROWS);
     xk->from_f32(f, x, N_COLS); /* the activation: row 0's data, quantized */
 
