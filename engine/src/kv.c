@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "pl/engine_model.h"
 #include "pl/pl_err.h"
@@ -15,11 +16,35 @@ static uint32_t blocks_for(uint32_t n_tokens) {
     return (uint32_t)(((uint64_t)n_tokens + PL_KV_BLOCK_TOKENS - 1) / PL_KV_BLOCK_TOKENS);
 }
 
+/* The K (or V) pool: anonymous memory, zero pages mapped on first touch, 2 MiB-aligned and on
+ * transparent huge pages where the kernel allows (madvise; 4 KiB pages otherwise). A decode
+ * step reads every block of a sequence in each layer, and on 4 KiB pages each block's page
+ * walk went to memory (the weights streaming through the caches evict the page tables):
+ * that, more than the data, was what attention waited on. NULL on failure. */
+#define POOL_ALIGN ((size_t)2 << 20)
+
+static uint8_t *pool_map(size_t bytes) {
+    const size_t span = bytes + POOL_ALIGN;
+    uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    uint8_t *p = (uint8_t *)PL_ALIGN_UP((uintptr_t)m, (uintptr_t)POOL_ALIGN);
+    const size_t head = (size_t)(p - m), tail = span - head - bytes;
+    if (head)
+        (void)munmap(m, head);
+    if (tail)
+        (void)munmap(p + bytes, tail);
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: EINVAL where THP is off */
+    return p;
+}
+
 void pl_kv_done(struct pl_kv *kv) {
     if (!kv)
         return;
-    free(kv->k);
-    free(kv->v);
+    if (kv->k)
+        (void)munmap(kv->k, kv->map_bytes);
+    if (kv->v)
+        (void)munmap(kv->v, kv->map_bytes);
     free(kv->free_ids);
     free(kv->table);
     free(kv->n_held);
@@ -30,7 +55,7 @@ void pl_kv_done(struct pl_kv *kv) {
 
 int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_seq,
                uint32_t n_ctx, uint32_t n_tokens, uint32_t type) {
-    size_t elt, row_bytes, block_bytes, layer_bytes, total, table_len;
+    size_t elt, row_bytes, block_bytes, block_stride, total, table_len;
 
     memset(kv, 0, sizeof(*kv));
     if (!n_layer || !kv_dim || !n_seq || !n_ctx || !n_tokens)
@@ -51,16 +76,18 @@ int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_s
     kv->n_blocks = blocks_for(n_tokens);
     if (pl_mul_overflow((size_t)kv_dim, elt, &row_bytes) ||
         pl_mul_overflow(row_bytes, (size_t)PL_KV_BLOCK_TOKENS, &block_bytes) ||
-        pl_mul_overflow(block_bytes, (size_t)kv->n_blocks, &layer_bytes) ||
-        pl_mul_overflow(layer_bytes, (size_t)n_layer, &total) ||
+        pl_mul_overflow(block_bytes, (size_t)n_layer, &block_stride) ||
+        pl_mul_overflow(block_stride, (size_t)kv->n_blocks, &total) ||
+        total > SIZE_MAX - 2 * POOL_ALIGN ||
         pl_mul_overflow((size_t)n_seq, (size_t)kv->max_seq_blocks, &table_len))
         return -EOVERFLOW;
     kv->row_bytes = row_bytes;
-    kv->layer_bytes = layer_bytes;
+    kv->block_bytes = block_bytes;
+    kv->block_stride = block_stride;
+    kv->map_bytes = PL_ALIGN_UP(total, POOL_ALIGN);
 
-    /* calloc: large pools come straight from mmap, zero pages mapped on first touch. */
-    kv->k = calloc(1, total);
-    kv->v = calloc(1, total);
+    kv->k = pool_map(kv->map_bytes);
+    kv->v = pool_map(kv->map_bytes);
     kv->free_ids = calloc(kv->n_blocks, sizeof(*kv->free_ids));
     kv->table = calloc(table_len, sizeof(*kv->table));
     kv->n_held = calloc(n_seq, sizeof(*kv->n_held));

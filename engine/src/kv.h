@@ -23,8 +23,10 @@ struct pl_kv {
     uint32_t n_blocks;          /* blocks in the pool */
     uint32_t type;              /* enum pl_kv_type */
     size_t row_bytes;           /* one token's K (or V) row of one layer */
-    size_t layer_bytes;         /* n_blocks * PL_KV_BLOCK_TOKENS * row_bytes */
-    uint8_t *k;                 /* [n_layer][n_blocks][PL_KV_BLOCK_TOKENS][kv_dim] */
+    size_t block_bytes;         /* PL_KV_BLOCK_TOKENS * row_bytes: a block of one layer */
+    size_t block_stride;        /* n_layer * block_bytes: a block of every layer */
+    size_t map_bytes;           /* the k and v mappings' length each */
+    uint8_t *k;                 /* [n_blocks][n_layer][PL_KV_BLOCK_TOKENS][kv_dim] */
     uint8_t *v;                 /* same shape */
     uint32_t *free_ids;         /* [n_blocks] stack of free block ids */
     uint32_t n_free;
@@ -59,31 +61,39 @@ void pl_kv_block_unref(struct pl_kv *kv, uint32_t id);
 struct pl_ctx;
 struct pl_kv *pl_ctx_kv(struct pl_ctx *c);
 
+/* Rows of block id in layer il of base (kv->k or kv->v): PL_KV_BLOCK_TOKENS rows,
+ * row_bytes apart. A block's layers are contiguous, so the memory a pool touches grows with
+ * the blocks in use (the pool is on transparent huge pages, kv.c). */
+static inline uint8_t *pl_kv_block_at(const struct pl_kv *kv, uint8_t *base, uint32_t il,
+                                      uint32_t id) {
+    return base + (size_t)id * kv->block_stride + (size_t)il * kv->block_bytes;
+}
+
+static inline uint32_t pl_kv_block_id(const struct pl_kv *kv, uint32_t seq, uint32_t i) {
+    return kv->table[(size_t)seq * kv->max_seq_blocks + i];
+}
+
 /* Row of token slot pos of seq in layer il (pos below the reserved length). */
 static inline void *pl_kv_k_row(const struct pl_kv *kv, uint32_t il, uint32_t seq, uint32_t pos) {
-    uint32_t blk = kv->table[(size_t)seq * kv->max_seq_blocks + pos / PL_KV_BLOCK_TOKENS];
-    return kv->k + il * kv->layer_bytes +
-           ((size_t)blk * PL_KV_BLOCK_TOKENS + pos % PL_KV_BLOCK_TOKENS) * kv->row_bytes;
+    return pl_kv_block_at(kv, kv->k, il, pl_kv_block_id(kv, seq, pos / PL_KV_BLOCK_TOKENS)) +
+           (size_t)(pos % PL_KV_BLOCK_TOKENS) * kv->row_bytes;
 }
 
 static inline void *pl_kv_v_row(const struct pl_kv *kv, uint32_t il, uint32_t seq, uint32_t pos) {
-    uint32_t blk = kv->table[(size_t)seq * kv->max_seq_blocks + pos / PL_KV_BLOCK_TOKENS];
-    return kv->v + il * kv->layer_bytes +
-           ((size_t)blk * PL_KV_BLOCK_TOKENS + pos % PL_KV_BLOCK_TOKENS) * kv->row_bytes;
+    return pl_kv_block_at(kv, kv->v, il, pl_kv_block_id(kv, seq, pos / PL_KV_BLOCK_TOKENS)) +
+           (size_t)(pos % PL_KV_BLOCK_TOKENS) * kv->row_bytes;
 }
 
 /* First row of block slot 0 of block i of seq's table in layer il: the block's
  * PL_KV_BLOCK_TOKENS rows follow contiguously (row_bytes apart). */
 static inline const uint8_t *pl_kv_k_block(const struct pl_kv *kv, uint32_t il, uint32_t seq,
                                            uint32_t i) {
-    uint32_t blk = kv->table[(size_t)seq * kv->max_seq_blocks + i];
-    return kv->k + il * kv->layer_bytes + (size_t)blk * PL_KV_BLOCK_TOKENS * kv->row_bytes;
+    return pl_kv_block_at(kv, kv->k, il, pl_kv_block_id(kv, seq, i));
 }
 
 static inline const uint8_t *pl_kv_v_block(const struct pl_kv *kv, uint32_t il, uint32_t seq,
                                            uint32_t i) {
-    uint32_t blk = kv->table[(size_t)seq * kv->max_seq_blocks + i];
-    return kv->v + il * kv->layer_bytes + (size_t)blk * PL_KV_BLOCK_TOKENS * kv->row_bytes;
+    return pl_kv_block_at(kv, kv->v, il, pl_kv_block_id(kv, seq, i));
 }
 
 #endif

@@ -95,7 +95,7 @@ size_t pl_ctx_kv_block_bytes(const struct pl_ctx *c) {
     if (!c)
         return 0;
     const struct pl_kv *kv = pl_ctx_kv((struct pl_ctx *)c);
-    /* Fits: pl_kv_init() checked n_layer * layer_bytes, which is larger. */
+    /* Fits: pl_kv_init() checked n_blocks * block_stride, which is at least as large. */
     return (size_t)2 * kv->n_layer * PL_KV_BLOCK_TOKENS * kv->row_bytes;
 }
 
@@ -111,22 +111,17 @@ uint32_t pl_ctx_kv_dim(const struct pl_ctx *c) {
     return c ? pl_ctx_kv((struct pl_ctx *)c)->kv_dim : 0;
 }
 
-/* Start of block id's rows in layer il of the K (or V) array. */
-static uint8_t *block_rows(const struct pl_kv *kv, uint8_t *base, uint32_t il, uint32_t id) {
-    return base + (size_t)il * kv->layer_bytes + (size_t)id * PL_KV_BLOCK_TOKENS * kv->row_bytes;
-}
-
 int pl_ctx_kv_block_read(struct pl_ctx *c, uint32_t id, void *buf, size_t len) {
     if (!c || !buf || len != pl_ctx_kv_block_bytes(c))
         return -EINVAL;
     const struct pl_kv *kv = pl_ctx_kv(c);
     if (!held(kv, id))
         return -EINVAL;
-    size_t blk = PL_KV_BLOCK_TOKENS * kv->row_bytes;
+    const size_t blk = kv->block_bytes;
     uint8_t *out = buf;
     for (uint32_t il = 0; il < kv->n_layer; il++) {
-        memcpy(out, block_rows(kv, kv->k, il, id), blk);
-        memcpy(out + blk, block_rows(kv, kv->v, il, id), blk);
+        memcpy(out, pl_kv_block_at(kv, kv->k, il, id), blk);
+        memcpy(out + blk, pl_kv_block_at(kv, kv->v, il, id), blk);
         out += 2 * blk;
     }
     return 0;
@@ -138,11 +133,11 @@ int pl_ctx_kv_block_write(struct pl_ctx *c, uint32_t id, const void *buf, size_t
     struct pl_kv *kv = pl_ctx_kv(c);
     if (!held(kv, id))
         return -EINVAL;
-    size_t blk = PL_KV_BLOCK_TOKENS * kv->row_bytes;
+    const size_t blk = kv->block_bytes;
     const uint8_t *in = buf;
     for (uint32_t il = 0; il < kv->n_layer; il++) {
-        memcpy(block_rows(kv, kv->k, il, id), in, blk);
-        memcpy(block_rows(kv, kv->v, il, id), in + blk, blk);
+        memcpy(pl_kv_block_at(kv, kv->k, il, id), in, blk);
+        memcpy(pl_kv_block_at(kv, kv->v, il, id), in + blk, blk);
         in += 2 * blk;
     }
     return 0;
