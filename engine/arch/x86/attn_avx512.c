@@ -149,6 +149,29 @@ static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint3
         memset(dst + (size_t)n * hd, 0, (size_t)(BT - n) * hd * sizeof(float));
 }
 
+/* The K and V rows of this item's head in block bi, prefetched: a decode step reads the
+ * cache of a layer once, after the layer's weights have streamed through the caches, so
+ * the rows come from memory; their lines (a head's slice of each row, rows row_bytes
+ * apart) are a stride the hardware prefetchers do not follow, and without this the loads
+ * of block_to_f32 waited on each block's misses in turn. */
+#define ATTN_PF_BLOCKS 2
+
+/* One PREFETCHT0 in asm: GCC's vectorizer drops _mm_prefetch calls from the loops it
+ * vectorizes (at -O3 the loops below lost every prefetch). */
+INLINE void pf_line(const void *p) {
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+}
+static void prefetch_block(const struct pl_kv *kv, const struct pl_attn_item *it, uint32_t bi,
+                           size_t head_bytes) {
+    const uint8_t *k = pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off;
+    const uint8_t *v = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
+    for (uint32_t s = 0; s < BT; s++)
+        for (size_t o = 0; o < head_bytes; o += 64) {
+            pf_line(k + s * kv->row_bytes + o);
+            pf_line(v + s * kv->row_bytes + o);
+        }
+}
+
 void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it) {
     const struct pl_kv *kv = it->kv;
     const uint32_t hd = a->head_dim, nq = it->n_q, nc = hd / 16;
@@ -174,8 +197,12 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
     }
     memset(it->out, 0, (size_t)nq * hd * sizeof(float));
 
+    const uint32_t n_blocks = (it->n_kv + BT - 1) / BT;
+    const size_t head_bytes = (size_t)hd * (f16 ? 2 : 4);
     for (uint32_t b0 = 0, bi = 0; b0 < it->n_kv; b0 += BT, bi++) {
         const uint32_t n = PL_MIN(BT, it->n_kv - b0);
+        if (bi + ATTN_PF_BLOCKS < n_blocks)
+            prefetch_block(kv, it, bi + ATTN_PF_BLOCKS, head_bytes);
         const __mmask16 valid = (__mmask16)(n == BT ? 0xFFFFu : (1u << n) - 1u);
         const uint8_t *kr = pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off;
         const uint8_t *vr = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
