@@ -130,10 +130,6 @@ static void rmsnorm(float *restrict y, const float *restrict x, const float *res
         y[i] = (x[i] * scale) * w[i];
 }
 
-static inline float silu(float x) {
-    return x / (1.0f + expf(-x));
-}
-
 /* ---- Matrix multiplication ---- */
 
 /* The tiled kernel w uses (tiles, or one-slot layouts for small batches), or NULL for
@@ -386,10 +382,8 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float 
     /* By rows of n_ff (columns of hg), so one token is shared by every thread. */
     split(n_ff, ith, nth, &r_lo, &r_hi);
     for (uint32_t t = 0; t < n_tok; t++) {
-        float *g = c->hg + (size_t)t * n_ff;
-        const float *u = c->hu + (size_t)t * n_ff;
-        for (uint32_t i = r_lo; i < r_hi; i++)
-            g[i] = silu(g[i]) * u[i];
+        float *g = c->hg + (size_t)t * n_ff + r_lo;
+        pl_mm_swiglu(g, g, c->hu + (size_t)t * n_ff + r_lo, r_hi - r_lo);
     }
 }
 

@@ -25,6 +25,8 @@
 /* Per-row dot products and decode vectors: weight rows per block (a block of rows stays in
  * L1/L2 while every token passes). */
 #define ROW_BLOCK 16u
+/* Decode SwiGLU: rows per pl_mm_swiglu() call (its up products wait on the stack). */
+#define SWIGLU_ROWS 256u
 
 /* Tiled products: the tiles of a block (at most TILE_BLOCK_BYTES of them, so they stay in
  * L2) pass over every group of PL_MM_ROWS weight rows, which the kernel unpacks once per
@@ -46,6 +48,7 @@ static bool use_avx512;
 static bool use_amx;
 #endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+static pl_mm_swiglu_fn swiglu = pl_mm_swiglu_scalar;
 
 #ifdef PL_MM_HAVE_AMX
 /* AMX-INT8 in CPUID (leaf 7: AMX-TILE EDX bit 24, AMX-INT8 bit 25), the tile state enabled
@@ -73,6 +76,8 @@ static void choose(void) {
     use_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") &&
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                  __builtin_cpu_supports("avx512vnni");
+    if (use_avx512)
+        swiglu = pl_mm_swiglu_avx512;
 #endif
 #ifdef PL_MM_HAVE_AMX
     use_amx = use_avx512 && pl_quant_env_allows("amx") && amx_usable();
@@ -162,11 +167,19 @@ void pl_mm_tile_clear(int64_t n, uint8_t *tile, uint32_t t) {
     pl_mm_lay_clear(n, tile, PL_MM_TILE, t);
 }
 
-/* ---- Drivers ---- */
+/* ---- SwiGLU ---- */
 
-static inline float silu(float x) {
-    return x / (1.0f + expf(-x));
+void pl_mm_swiglu_scalar(float *out, const float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
+
+void pl_mm_swiglu(float *out, const float *g, const float *u, size_t n) {
+    (void)pthread_once(&choose_once, choose);
+    swiglu(out, g, u, n);
+}
+
+/* ---- Drivers ---- */
 
 static inline void store(float *o, float s, const float *bias, uint32_t r, bool accumulate) {
     if (bias)
@@ -266,31 +279,37 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const size_t rb = gate->row_bytes;
 
     if (act->tk && act->slots == 1 && act->tk->vec_rows) {
-        /* as pl_matmul_rows(): all tokens in one vec_rowsn call where the kernel has it */
-        float tg[PL_MM_MIN_TILED_TOK][ROW_BLOCK], tu[PL_MM_MIN_TILED_TOK][ROW_BLOCK];
+        /* as pl_matmul_rows(): all tokens in one vec_rowsn call where the kernel has it;
+         * gate straight into out, up beside it, silu(gate) * up once per SWIGLU_ROWS */
+        float tu[PL_MM_MIN_TILED_TOK][SWIGLU_ROWS];
         const uint8_t *vec[PL_MM_MIN_TILED_TOK];
         float *og[PL_MM_MIN_TILED_TOK], *ou[PL_MM_MIN_TILED_TOK];
-        for (uint32_t t = 0; t < n_tok; t++) {
+        for (uint32_t t = 0; t < n_tok; t++)
             vec[t] = act->tiles + (size_t)t * act->tile_bytes;
-            og[t] = tg[t];
-            ou[t] = tu[t];
-        }
         const bool multi = act->tk->vec_rowsn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
-        for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
-            uint32_t nr = PL_MIN(ROW_BLOCK, r_hi - r0);
-            const uint8_t *gr = gd + (size_t)r0 * rb, *ur = ud + (size_t)r0 * rb;
-            if (multi) {
-                act->tk->vec_rowsn(gate->n_cols, gr, rb, nr, vec, n_tok, og);
-                act->tk->vec_rowsn(up->n_cols, ur, rb, nr, vec, n_tok, ou);
-            } else {
+        for (uint32_t c0 = r_lo; c0 < r_hi; c0 += SWIGLU_ROWS) {
+            const uint32_t c1 = PL_MIN(c0 + SWIGLU_ROWS, r_hi);
+            for (uint32_t r0 = c0; r0 < c1; r0 += ROW_BLOCK) {
+                const uint32_t nr = PL_MIN(ROW_BLOCK, c1 - r0);
+                const uint8_t *gr = gd + (size_t)r0 * rb, *ur = ud + (size_t)r0 * rb;
                 for (uint32_t t = 0; t < n_tok; t++) {
-                    act->tk->vec_rows(gate->n_cols, gr, rb, nr, vec[t], tg[t]);
-                    act->tk->vec_rows(up->n_cols, ur, rb, nr, vec[t], tu[t]);
+                    og[t] = out + (size_t)t * out_stride + r0;
+                    ou[t] = tu[t] + (r0 - c0);
+                }
+                if (multi) {
+                    act->tk->vec_rowsn(gate->n_cols, gr, rb, nr, vec, n_tok, og);
+                    act->tk->vec_rowsn(up->n_cols, ur, rb, nr, vec, n_tok, ou);
+                } else {
+                    for (uint32_t t = 0; t < n_tok; t++) {
+                        act->tk->vec_rows(gate->n_cols, gr, rb, nr, vec[t], og[t]);
+                        act->tk->vec_rows(up->n_cols, ur, rb, nr, vec[t], ou[t]);
+                    }
                 }
             }
-            for (uint32_t t = 0; t < n_tok; t++)
-                for (uint32_t r = 0; r < nr; r++)
-                    out[(size_t)t * out_stride + r0 + r] = silu(tg[t][r]) * tu[t][r];
+            for (uint32_t t = 0; t < n_tok; t++) {
+                float *o = out + (size_t)t * out_stride + c0;
+                pl_mm_swiglu(o, o, tu[t], c1 - c0);
+            }
         }
         return;
     }
@@ -309,14 +328,14 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                 const uint32_t nr = PL_MIN(step, r_hi - r0);
                 rows(gate->n_cols, gd + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes, ni, tg);
                 rows(up->n_cols, ud + (size_t)r0 * rb, rb, nr, tiles, act->tile_bytes, ni, tu);
+                pl_mm_swiglu(tg, tg, tu, (size_t)ni * nr * ts);
                 for (uint32_t i = 0; i < ni; i++) {
                     const uint32_t t0 = (i0 + i) * ts;
                     const uint32_t nt = PL_MIN(ts, n_tok - t0);
                     for (uint32_t t = 0; t < nt; t++)
-                        for (uint32_t r = 0; r < nr; r++) {
-                            const size_t k = (i * nr + r) * ts + t;
-                            out[(size_t)(t0 + t) * out_stride + r0 + r] = silu(tg[k]) * tu[k];
-                        }
+                        for (uint32_t r = 0; r < nr; r++)
+                            out[(size_t)(t0 + t) * out_stride + r0 + r] =
+                                tg[(i * nr + r) * ts + t];
                 }
             }
         }
@@ -335,17 +354,19 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                 float g[PL_QUANT_DOTN_MAX], u[PL_QUANT_DOTN_MAX];
                 gate->k->vec_dotn(gate->n_cols, gd + (size_t)r * rb, xs, n_tok, g);
                 up->k->vec_dotn(up->n_cols, ud + (size_t)r * rb, xs, n_tok, u);
+                pl_mm_swiglu(g, g, u, n_tok);
                 for (uint32_t t = 0; t < n_tok; t++)
-                    out[(size_t)t * out_stride + r] = silu(g[t]) * u[t];
+                    out[(size_t)t * out_stride + r] = g[t];
             }
             continue;
         }
         for (uint32_t t = 0; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             for (uint32_t r = r0; r < r1; r++) {
-                float g = dot(gate->n_cols, gd + (size_t)r * rb, x);
-                float u = dot(up->n_cols, ud + (size_t)r * rb, x);
-                out[(size_t)t * out_stride + r] = silu(g) * u;
+                const float u = dot(up->n_cols, ud + (size_t)r * rb, x);
+                float *o = out + (size_t)t * out_stride + r;
+                *o = dot(gate->n_cols, gd + (size_t)r * rb, x);
+                pl_mm_swiglu(o, o, &u, 1);
             }
         }
     }

@@ -137,10 +137,22 @@ int pl_mm_repack_weight(struct pl_weight *w);
 /* The tiled kernels' instruction set ("amx", "avx512"), or NULL when there are none. */
 const char *pl_mm_isa(void);
 
+/* out[i] = silu(g[i]) * u[i] for i < n, silu(x) = x / (1 + exp(-x)); out may be g or u.
+ * Every SwiGLU of the forward pass goes through pl_mm_swiglu(), so a value's result does not
+ * depend on the path (decode, prefill, fused or not) that computed it. */
+typedef void (*pl_mm_swiglu_fn)(float *out, const float *g, const float *u, size_t n);
+void pl_mm_swiglu(float *out, const float *g, const float *u, size_t n);
+/* The portable reference: expf from libm. */
+void pl_mm_swiglu_scalar(float *out, const float *g, const float *u, size_t n);
+
 #ifdef PL_MM_HAVE_AVX512
 /* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
  * the CPU has AVX-512 F/BW/VL/VNNI. */
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
+/* pl_mm_swiglu with AVX-512F: x * sigmoid(x), the sigmoid from exp(-|x|) by vexp_avx512.h
+ * (within a few ulp of the reference where the result is a normal float; the tail of n by
+ * masked loads, so each element takes the same operations wherever it lies). */
+void pl_mm_swiglu_avx512(float *out, const float *g, const float *u, size_t n);
 #endif
 #ifdef PL_MM_HAVE_AMX
 /* engine/arch/x86/matmul_amx.c: its kernel for a weight type, or NULL; init links the

@@ -6,10 +6,9 @@
  * scratch and used by every head of the group; an F32 cache is read in place. The product
  * with V takes two heads at a time so each V row chunk loaded serves both. Numerics as the
  * scalar kernel in attn.c: query and probabilities rounded to f16 with an F16 cache (here
- * by the hardware conversions, round to nearest even), sums per lane; exp() is a degree-7
- * polynomial after the usual reduction by ln 2 (within a few ulp of expf), also for the
- * rescale factor, so the update has no branch and no libm call. Compiled with
- * -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
+ * by the hardware conversions, round to nearest even), sums per lane; exp() is
+ * vexp_avx512.h's polynomial, also for the rescale factor, so the update has no branch and
+ * no libm call. Compiled with -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +18,7 @@
 #include "kv.h"
 #include "pl/engine_model.h"
 #include "pl/pl_util.h"
+#include "vexp_avx512.h"
 
 #define BT PL_KV_BLOCK_TOKENS
 #define INLINE static inline __attribute__((always_inline))
@@ -27,26 +27,6 @@ _Static_assert(PL_KV_BLOCK_TOKENS == 16, "a block's scores fill one 16-lane regi
 
 INLINE __m512 round_f16(__m512 x) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-/* exp(x) for x <= 0; 0 below -104 (where expf is 0 too) and for -inf. */
-INLINE __m512 vexp(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    /* r = x - n ln2, ln2 split in a part exact in float times n and the rest. */
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820309417e-06f), r);
-    /* |r| <= ln2 / 2: Taylor terms to r^7 leave a relative error below 1e-8. */
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
 }
 
 /* Lane s of the result = the sum of the lanes of a[s]. */
@@ -227,9 +207,9 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
             const float m_old = mb[h], bmax = _mm512_reduce_max_ps(sc);
             const float m_new = bmax > m_old ? bmax : m_old;
             /* exp(m_old - m_new): 1 while the maximum holds, 0 on the first block. */
-            const __m512 alpha = vexp(_mm512_set1_ps(m_old - m_new));
-            const __m512 e =
-                _mm512_maskz_mov_ps(valid, vexp(_mm512_sub_ps(sc, _mm512_set1_ps(m_new))));
+            const __m512 alpha = pl_vexp_nonpos(_mm512_set1_ps(m_old - m_new));
+            const __m512 e = _mm512_maskz_mov_ps(
+                valid, pl_vexp_nonpos(_mm512_sub_ps(sc, _mm512_set1_ps(m_new))));
             _mm512_storeu_ps(lb + h * BT,
                              _mm512_fmadd_ps(_mm512_loadu_ps(lb + h * BT), alpha, e));
             _mm512_storeu_ps(pb + h * BT, f16 ? round_f16(e) : e);

@@ -27,6 +27,7 @@
 #include "matmul.h"
 #include "pl/engine_quant.h"
 #include "quant_blocks.h"
+#include "vexp_avx512.h"
 #include "pl/engine_types.h"
 
 _Static_assert(PL_MM_TILE == 16, "the kernels below hold 16 token accumulators");
@@ -1275,5 +1276,24 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
         return &k_q8_0;
     default:
         return NULL;
+    }
+}
+
+/* silu(x) = x / (1 + exp(-x)) from e = exp(-|x|) <= 1, which cannot overflow: x / (1 + e)
+ * for x >= 0, as the reference; (x * e) / (1 + e) for x < 0 (where the reference's exp(-x)
+ * overflows below -88 and its quotient is -0, this is the tiny true value). NaN stays NaN
+ * (it fails x < 0 and passes through the quotient). */
+void pl_mm_swiglu_avx512(float *out, const float *g, const float *u, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 e = pl_vexp_nonpos(
+            _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
+        const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 num = _mm512_mask_mul_ps(x, neg, x, e);
+        const __m512 r = _mm512_div_ps(num, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
