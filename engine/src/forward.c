@@ -118,15 +118,25 @@ static void split(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo, uint
     *ret_hi = (uint32_t)((uint64_t)n * (ith + 1) / nth);
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * w; as ggml_rms_norm followed by ggml_mul. */
+/* y = x / sqrt(mean(x^2) + eps) * w; as ggml_rms_norm followed by ggml_mul: squares in
+ * float, summed in double. The sum runs in 8 interleaved partial sums (lane k of element
+ * i = k mod 8), added in a fixed order: one chain of n double additions, as ggml writes
+ * it, was the costliest part of the norms in a decode step (2 per layer); the order differs
+ * from ggml's only in double rounding, far below the float mean's. */
 static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w,
                     uint32_t n, float eps) {
-    double sum = 0.0;
-    for (uint32_t i = 0; i < n; i++)
-        sum += (double)(x[i] * x[i]);
+    double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (uint32_t k = 0; k < 8; k++)
+            part[k] += (double)(x[i + k] * x[i + k]);
+    for (; i < n; i++)
+        part[i % 8] += (double)(x[i] * x[i]);
+    const double sum = ((part[0] + part[4]) + (part[2] + part[6])) +
+                       ((part[1] + part[5]) + (part[3] + part[7]));
     const float mean = (float)(sum / n);
     const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint32_t i = 0; i < n; i++)
+    for (i = 0; i < n; i++)
         y[i] = (x[i] * scale) * w[i];
 }
 
