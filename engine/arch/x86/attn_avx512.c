@@ -8,7 +8,8 @@
  * scalar kernel in attn.c: query and probabilities rounded to f16 with an F16 cache (here
  * by the hardware conversions, round to nearest even), sums per lane; exp() is
  * vexp_avx512.h's polynomial, also for the rescale factor, so the update has no branch and
- * no libm call. Compiled with -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
+ * no libm call. The K and V rows of the block two ahead are prefetched. Compiled with
+ * -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -129,18 +130,20 @@ static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint3
         memset(dst + (size_t)n * hd, 0, (size_t)(BT - n) * hd * sizeof(float));
 }
 
+/* Blocks ahead of the current one whose K and V rows are prefetched. */
+#define ATTN_PF_BLOCKS 2
+
+/* One PREFETCHT0 in asm: GCC's vectorizer drops _mm_prefetch calls from the loops it
+ * vectorizes (at -O3 the loop below lost every prefetch). */
+INLINE void pf_line(const void *p) {
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+}
+
 /* The K and V rows of this item's head in block bi, prefetched: a decode step reads the
  * cache of a layer once, after the layer's weights have streamed through the caches, so
  * the rows come from memory; their lines (a head's slice of each row, rows row_bytes
  * apart) are a stride the hardware prefetchers do not follow, and without this the loads
  * of block_to_f32 waited on each block's misses in turn. */
-#define ATTN_PF_BLOCKS 2
-
-/* One PREFETCHT0 in asm: GCC's vectorizer drops _mm_prefetch calls from the loops it
- * vectorizes (at -O3 the loops below lost every prefetch). */
-INLINE void pf_line(const void *p) {
-    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
-}
 static void prefetch_block(const struct pl_kv *kv, const struct pl_attn_item *it, uint32_t bi,
                            size_t head_bytes) {
     const uint8_t *k = pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off;

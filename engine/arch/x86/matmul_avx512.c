@@ -547,7 +547,7 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                         }                                                                     \
                 if (block_da) {                                                               \
                     /* m_j = sum_j x (da_j x dw_j); t_k = m_k + m_k+4; u0 = t0 + t2 (part),   \
-                     * u1 = t1 + t3 (part2); acc += u0 + u1: the decode kernel's order. */     \
+                     * u1 = t1 + t3 (part2); acc += u0 + u1: the decode kernel's order. */    \
                     const __m##W daA = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jA));      \
                     const __m##W daB = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jB));      \
                     for (uint32_t r = 0; r < nr; r++) {                                       \
@@ -576,7 +576,7 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
                                          p[jj][r],                                            \
                                          _mm##W##_set1_epi32(pk[r * n_sc + c].isc[jA + jj]))); \
             }                                                                                 \
-            /* K-quants, batch-invariant (matmul.h): s = fma(da x d, isum, s), then Q4_K's  \
+            /* K-quants, batch-invariant (matmul.h): s = fma(da x d, isum, s), then Q4_K's    \
              * s = fma(-(da x dmin), sum_j mn_j x (the tokens' sub-block sums), s). */        \
             if (!block_da) {                                                                  \
                 const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));            \
@@ -606,7 +606,7 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
  * super-blocks are unpacked SB_CHUNK at a time and each chunk is used for every tile; with
  * more than one chunk the partial sums go through out. W-bit vectors of NT tokens, with the
  * matching chunk kernel: DEFINE_ROWS for full tiles, DEFINE_ROWS8 for half tiles. */
-#define DEFINE_ROWS_W(name, chunk, W, NT, unpack, n_sub, block_da, off_shift)                \
+#define DEFINE_ROWS_W(name, chunk, W, NT, unpack, n_sub, block_da, off_shift)                 \
     static inline __attribute__((always_inline)) void name##_group(                           \
         int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
         size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
@@ -623,13 +623,14 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
                 uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
                 if (s0 == 0)                                                                  \
                     prefetch_next(w, nr * row_bytes, i, n_tiles);                             \
-                float *o = out + (size_t)i * nr * (NT);                                          \
+                float *o = out + (size_t)i * nr * (NT);                                       \
                 __m##W acc[R_MAX];                                                            \
                 for (uint32_t r = 0; r < nr; r++)                                             \
-                    acc[r] = s0 == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT));      \
-                chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);   \
+                    acc[r] = s0 == 0 ? _mm##W##_setzero_ps()                                  \
+                                     : _mm##W##_loadu_ps(o + r * (NT));                       \
+                chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);        \
                 for (uint32_t r = 0; r < nr; r++)                                             \
-                    _mm##W##_storeu_ps(o + r * (NT), acc[r]);                                      \
+                    _mm##W##_storeu_ps(o + r * (NT), acc[r]);                                 \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
@@ -654,15 +655,15 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
         }                                                                                     \
     }
 
-#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                \
+#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                 \
     DEFINE_ROWS_W(name, rows_chunk, 512, PL_MM_TILE, unpack, n_sub, block_da, off_shift)
-#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                               \
+#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                                \
     DEFINE_ROWS_W(name, rows_chunk8, 256, PL_MM_HALF, unpack, n_sub, block_da, off_shift)
 
 /* fn, a vec_rowsn (matmul.h) with the target attributes attr: impl(n, w, row_bytes, n_rows,
  * vec, out, NT) with NT = nv (2 .. PL_QUANT_DOTN_MAX) a constant, so impl's loops over the
  * vectors unroll. */
-#define DEFINE_NT_DISPATCH(attr, fn, impl)                                                   \
+#define DEFINE_NT_DISPATCH(attr, fn, impl)                                                    \
     static attr void fn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
                         const uint8_t *const *vec, uint32_t nv, float *const *out) {          \
         switch (nv) {                                                                         \
