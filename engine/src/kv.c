@@ -16,14 +16,17 @@ static uint32_t blocks_for(uint32_t n_tokens) {
     return (uint32_t)(((uint64_t)n_tokens + PL_KV_BLOCK_TOKENS - 1) / PL_KV_BLOCK_TOKENS);
 }
 
-/* The K (or V) pool: anonymous memory, zero pages mapped on first touch, 2 MiB-aligned and on
- * transparent huge pages where the kernel allows (madvise; 4 KiB pages otherwise). A decode
- * step reads every block of a sequence in each layer, and on 4 KiB pages each block's page
- * walk went to memory (the weights streaming through the caches evict the page tables):
- * that, more than the data, was what attention waited on. NULL on failure. */
+/* The K (or V) pool: anonymous memory, zero pages mapped on first touch, 2 MiB-aligned, its
+ * whole 2 MiB chunks on transparent huge pages where the kernel allows (madvise; 4 KiB pages
+ * otherwise), the last partial chunk on 4 KiB pages so a pool never holds more than its
+ * used bytes plus the rest of one huge page. A decode step reads every block of a sequence
+ * in each layer, and on 4 KiB pages each block's page walk went to memory (the weights
+ * streaming through the caches evict the page tables): that, more than the data, was what
+ * attention waited on. bytes: a multiple of POOL_ALIGN; used: the bytes the pool uses.
+ * NULL on failure. */
 #define POOL_ALIGN ((size_t)2 << 20)
 
-static uint8_t *pool_map(size_t bytes) {
+static uint8_t *pool_map(size_t bytes, size_t used) {
     const size_t span = bytes + POOL_ALIGN;
     uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -34,7 +37,8 @@ static uint8_t *pool_map(size_t bytes) {
         (void)munmap(m, head);
     if (tail)
         (void)munmap(p + bytes, tail);
-    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: EINVAL where THP is off */
+    if (used >= POOL_ALIGN) /* advice only: EINVAL where THP is off */
+        (void)madvise(p, used & ~(POOL_ALIGN - 1), MADV_HUGEPAGE);
     return p;
 }
 
@@ -86,8 +90,8 @@ int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_s
     kv->block_stride = block_stride;
     kv->map_bytes = PL_ALIGN_UP(total, POOL_ALIGN);
 
-    kv->k = pool_map(kv->map_bytes);
-    kv->v = pool_map(kv->map_bytes);
+    kv->k = pool_map(kv->map_bytes, total);
+    kv->v = pool_map(kv->map_bytes, total);
     kv->free_ids = calloc(kv->n_blocks, sizeof(*kv->free_ids));
     kv->table = calloc(table_len, sizeof(*kv->table));
     kv->n_held = calloc(n_seq, sizeof(*kv->n_held));
