@@ -987,6 +987,48 @@ static void q8_0_from_f32(const float *restrict src, void *restrict dst, int64_t
     }
 }
 
+/* ---- Activations: Q8_K ----
+ * quant_avx2.c's quantizer in 512-bit registers, lane for lane: the first element of
+ * largest magnitude (NaN ignored) with its sign sets iscale = -127 / max; each x * iscale
+ * clamped to [-128, 127] with NaN as 0 and rounded to nearest even; bsums per 16. */
+
+static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
+    struct pl_block_q8_K *b = dst;
+    for (int64_t i = 0; i < n / PL_QK_K; i++, src += PL_QK_K) {
+        __m512 ma = _mm512_setzero_ps(), mb = _mm512_setzero_ps();
+        for (int k = 0; k < PL_QK_K / 16; k += 2) { /* max(NaN, m) is m */
+            ma = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(src + 16 * k)), ma);
+            mb = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(src + 16 * k + 16)), mb);
+        }
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(ma, mb));
+        float max = 0.f;
+        for (int k = 0; k < PL_QK_K / 16; k++) {
+            const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(src + 16 * k)),
+                                                    _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (eq) {
+                max = src[16 * k + __builtin_ctz((unsigned)eq)];
+                break;
+            }
+        }
+        if (max == 0.f || max != max) {
+            memset(&b[i], 0, sizeof(b[i]));
+            continue;
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        for (int k = 0; k < PL_QK_K / 16; k++) {
+            __m512 v = _mm512_mul_ps(_mm512_loadu_ps(src + 16 * k), vs);
+            v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+            v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-128.f)), _mm512_set1_ps(127.f));
+            const __m512i q = _mm512_cvttps_epi32(
+                _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm_storeu_si128((__m128i *)(void *)(b[i].qs + 16 * k), _mm512_cvtepi32_epi8(q));
+            b[i].bsums[k] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        b[i].d = 1.f / iscale;
+    }
+}
+
 /* ---- The table ---- */
 
 void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsigned flags) {
@@ -1004,6 +1046,7 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     table[PL_GGML_TYPE_Q5_1].vec_dot = vec_dot_q5_1;
     table[PL_GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0;
     table[PL_GGML_TYPE_Q8_0].from_f32 = q8_0_from_f32;
+    table[PL_GGML_TYPE_Q8_K].from_f32 = q8_K_from_f32;
     table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
     table[PL_GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K;
     table[PL_GGML_TYPE_Q4_K].vec_dot = have_gv ? vec_dot_q4_K_gv : vec_dot_q4_K;
