@@ -50,14 +50,6 @@ static void set_err(char *err, size_t err_len, const char *fmt, ...) {
     va_end(ap);
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 /* ---- Setup and teardown ---- */
 
 static int socket_connect(const char *path, int *ret_fd) {
@@ -396,7 +388,7 @@ int pl_client_conn_wait(struct pl_client_conn *c, uint32_t sq_need) {
                 return r < 0 ? r : 0;
             }
             if (t - start < SPIN_PAUSE_NS) {
-                cpu_relax();
+                pl_cpu_relax();
                 if (i % 16 != 0)
                     continue; /* the clock once per 16 pauses */
             } else {

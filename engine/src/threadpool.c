@@ -48,14 +48,6 @@ struct waitword {
     _Atomic uint32_t n_sleepers;
 };
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
     /* Returns at once (EAGAIN) when *addr != val; spurious returns are handled by the
      * caller's loop. */
@@ -76,7 +68,7 @@ static void waitword_wait_ne(struct waitword *w, uint32_t val, uint64_t pause_ns
         if (atomic_load_explicit(&w->word, memory_order_acquire) != val)
             return;
         if (!yielding)
-            cpu_relax();
+            pl_cpu_relax();
         else
             (void)sched_yield();
         if (yielding || i % SPIN_CHECK == 0) {

@@ -157,14 +157,6 @@ int pl_ipc_doorbell_notify_batch(struct pl_ipc_ring *r, int peer_fd, uint32_t ba
     return rc <= 0 ? rc : wake_peer(r, rc, peer_fd);
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 /* Publish, check, spin for spin_ns, then sleep (on wait_fd, or on a futex when wait_fd < 0)
  * until r is ready. */
 static int wait_ready(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int peer_fd,
@@ -184,7 +176,7 @@ static int wait_ready(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int pee
                 rc = pl_ipc_ring_ready(r, need);
                 if (rc != 0)
                     return rc < 0 ? rc : 0;
-                cpu_relax();
+                pl_cpu_relax();
             }
         } while (pl_now_ns() - start < spin_ns);
     }

@@ -64,4 +64,14 @@ static inline int pl_steal_fd(int *fd) {
     return r;
 }
 
+/* One step of a spin-wait loop: PAUSE (x86) or YIELD (arm64) tells the core it spins: it
+ * yields to the other hardware thread and avoids the pipeline flush on leaving the loop. */
+static inline void pl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 #endif
