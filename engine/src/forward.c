@@ -630,8 +630,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     bool need_hu = false;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct pl_layer *l = &m->layers[il];
-        const struct pl_weight *ws[7] = {&l->wq, &l->wk, &l->wv, &l->wo,
-                                         &l->w_gate, &l->w_up, &l->w_down};
+        const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(l)};
         for (size_t i = 0; i < PL_ARRAY_SIZE(ws); i++) {
             act = max_act_row(ws[i], act);
             tile = max_tile(ws[i], tile, PL_MM_TILE);

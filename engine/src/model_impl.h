@@ -50,6 +50,11 @@ struct pl_layer {
     struct pl_weight w_down;   /* [n_embd][n_ff] */
 };
 
+/* The matrices of a layer, for array initialisers: { PL_LAYER_MATS(l) }. */
+#define PL_LAYER_N_MATS 7
+#define PL_LAYER_MATS(l)                                                                     \
+    &(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up, &(l)->w_down
+
 struct pl_model {
     struct pl_model_hparams hp;
     struct pl_gguf *gguf;           /* owns the mapping the weights point into */

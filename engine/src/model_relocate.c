@@ -77,10 +77,9 @@ static void copy_section(const struct pl_model *m, uint8_t *dst, const uint8_t *
 }
 
 /* The matrices of layer l, in ret[0 .. LAYER_MATS). */
-#define LAYER_MATS 7
+#define LAYER_MATS PL_LAYER_N_MATS
 static void layer_mats(struct pl_layer *l, struct pl_weight *ret[LAYER_MATS]) {
-    struct pl_weight *ws[LAYER_MATS] = {&l->wq, &l->wk, &l->wv, &l->wo,
-                                        &l->w_gate, &l->w_up, &l->w_down};
+    struct pl_weight *ws[LAYER_MATS] = {PL_LAYER_MATS(l)};
     memcpy(ret, ws, sizeof(ws));
 }
 
