@@ -373,12 +373,13 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         }
         for (uint32_t t = 0; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
+            float *o = out + (size_t)t * out_stride;
+            float u[ROW_BLOCK];
             for (uint32_t r = r0; r < r1; r++) {
-                const float u = dot(up->n_cols, ud + (size_t)r * rb, x);
-                float *o = out + (size_t)t * out_stride + r;
-                *o = dot(gate->n_cols, gd + (size_t)r * rb, x);
-                pl_mm_swiglu(o, o, &u, 1);
+                o[r] = dot(gate->n_cols, gd + (size_t)r * rb, x);
+                u[r - r0] = dot(up->n_cols, ud + (size_t)r * rb, x);
             }
+            pl_mm_swiglu(o + r0, o + r0, u, r1 - r0);
         }
     }
 }
