@@ -48,12 +48,12 @@ _Static_assert(PRIV >= PL_MM_HALF && PRIV <= PL_QUANT_DOTN_MAX, "private batch s
  * thread, in units of ROWS_MIN rows. A thread walks its own segment from the front in
  * chunks of half of what is left, at least about GRAIN_BYTES of weights - one unbroken
  * weight stream, as a static split - and, when its segment is done, takes GRAIN_BYTES chunks
- * from the back of the others' segments, so a
- * thread the OS or the memory system slowed down gets help and all finish within a chunk of
- * each other (a static split waits for the slowest, whole-segment stealing for the last big
- * chunk). Each segment's state is one 64-bit word on its own cache line: the run generation
- * (high half; a word of an older run reads as untouched, so nothing is cleared per run) and
- * the units taken from the front and from the back. */
+ * from the back of the others' segments, so a thread the OS or the memory system slowed down
+ * gets help and all finish within a chunk of each other (a static split waits for the
+ * slowest, whole-segment stealing for the last big chunk). Each segment's state is one
+ * 64-bit word on its own cache line: the run generation (high half; a word of an older run
+ * reads as untouched, so nothing is cleared per run) and the units taken from the front and
+ * from the back. */
 #define ROWS_MIN 16u
 #define GRAIN_BYTES ((uint64_t)64 << 10)
 #define DYNAMIC_MIN_BYTES ((uint64_t)256 << 10) /* smaller matrices: a static split */
