@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* picolm-bench engine: how close the forward pass runs to the machine's limits. Measures,
- * in one run: the machine's read bandwidth (1 and N threads, bandwidth.c's best read loop
- * over a buffer far larger than the caches, in a child process so it does not inflate our
- * RSS), where the weights were placed (--weights: huge pages as picolmd puts them, or the
- * file mapping),
- * prefill tok/s on a 512-token prompt (fed in chunks of --batch tokens), decode tok/s over
- * 128 tokens, the decode's effective bandwidth (weight bytes read per token x tok/s), its
- * ratio to the measured read bandwidth, and the peak RSS against model + KV cache. */
+ * in one run: the machine's read bandwidth (bandwidth.c's best read loop over a buffer far
+ * larger than the caches, in a child process so it does not inflate our RSS: 1 and N threads
+ * at the start, N threads right before and after each decode), where the weights were placed
+ * (--weights: huge pages as picolmd puts them, or the file mapping), prefill tok/s on a
+ * 512-token prompt (fed in chunks of --batch tokens), decode tok/s over 128 tokens, the
+ * decode's effective bandwidth (weight bytes read per token x tok/s), its ratio to the read
+ * bandwidth measured around it (median over the repetitions) and to the one at the start,
+ * and the peak RSS against model + KV cache. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -39,44 +40,95 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- Read bandwidth ---- */
+/* ---- Read bandwidth ----
+ * A child process holds the read loop's buffer (it must not count in this process's peak
+ * RSS) and measures on request: once at the start (1 and N threads), then right before and
+ * right after each decode. The memory bandwidth these shared hosts give one tenant drifts by
+ * tens of percent within seconds, so a decode is compared with the bandwidth measured around
+ * it: the larger of its two brackets (the conservative side). Requests go down one pipe as a
+ * thread count (0: exit), answers come back on another as a double (<= 0: failed). */
+struct bw_child {
+    pid_t pid;
+    int req, resp; /* parent's ends; -1 when closed */
+};
 
-/* Read bandwidth with 1 and n threads, measured in a child process (the buffer must not
- * count in this process's peak RSS). Returns 0 or a negative code. */
-static int read_bandwidth(uint32_t n, double *ret_bw1, double *ret_bwn) {
-    int fds[2];
-    double res[2] = {-1.0, -1.0};
-    if (pipe(fds) != 0)
+static void bw_child_serve(int req, int resp) {
+    void *buf = mmap(NULL, BW_BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (buf != MAP_FAILED) {
+        (void)madvise(buf, BW_BUF_BYTES, MADV_HUGEPAGE);
+        memset(buf, 0x5a, BW_BUF_BYTES); /* every page faulted in before any timing */
+    }
+    uint32_t n;
+    while (read(req, &n, sizeof(n)) == (ssize_t)sizeof(n) && n > 0) {
+        /* bandwidth.c: the better of a plain and a prefetching read loop, on huge pages. */
+        double bw = buf == MAP_FAILED ? -1.0 : bench_bw_read(buf, BW_BUF_BYTES, n, BW_PASSES);
+        if (write(resp, &bw, sizeof(bw)) != (ssize_t)sizeof(bw))
+            break;
+    }
+    _exit(0);
+}
+
+/* Starts the child. Returns 0 or a negative code. */
+static int bw_child_start(struct bw_child *bc) {
+    int rq[2], rs[2];
+    bc->pid = -1;
+    bc->req = bc->resp = -1;
+    if (pipe(rq) != 0)
         return -errno;
-    pid_t pid = fork();
-    if (pid < 0) {
+    if (pipe(rs) != 0) {
         int r = -errno;
-        (void)close(fds[0]);
-        (void)close(fds[1]);
+        (void)close(rq[0]);
+        (void)close(rq[1]);
         return r;
     }
+    pid_t pid = fork();
     if (pid == 0) {
-        (void)close(fds[0]);
-        /* bandwidth.c: the better of a plain and a prefetching read loop, on huge pages. */
-        if (bench_bw_measure(BW_BUF_BYTES, 1, BW_PASSES, &res[0]) < 0)
-            res[0] = -1.0;
-        else if (n == 1)
-            res[1] = res[0];
-        else if (bench_bw_measure(BW_BUF_BYTES, n, BW_PASSES, &res[1]) < 0)
-            res[1] = -1.0;
-        ssize_t w = write(fds[1], res, sizeof(res));
-        _exit(w == (ssize_t)sizeof(res) ? 0 : 1);
+        (void)close(rq[1]);
+        (void)close(rs[0]);
+        bw_child_serve(rq[0], rs[1]);
     }
-    (void)close(fds[1]);
-    ssize_t got = read(fds[0], res, sizeof(res));
-    (void)close(fds[0]);
-    int status = 0;
-    (void)waitpid(pid, &status, 0);
-    if (got != (ssize_t)sizeof(res) || res[0] <= 0.0 || res[1] <= 0.0)
-        return -EIO;
-    *ret_bw1 = res[0];
-    *ret_bwn = res[1];
+    int r = pid < 0 ? -errno : 0;
+    (void)close(rq[0]);
+    (void)close(rs[1]);
+    if (r < 0) {
+        (void)close(rq[1]);
+        (void)close(rs[0]);
+        return r;
+    }
+    bc->pid = pid;
+    bc->req = rq[1];
+    bc->resp = rs[0];
     return 0;
+}
+
+/* The read bandwidth of n threads (bytes/s), or a value <= 0 when it could not be measured. */
+static double bw_child_measure(struct bw_child *bc, uint32_t n) {
+    double bw = -1.0;
+    if (bc->pid <= 0 || write(bc->req, &n, sizeof(n)) != (ssize_t)sizeof(n) ||
+        read(bc->resp, &bw, sizeof(bw)) != (ssize_t)sizeof(bw))
+        return -1.0;
+    return bw;
+}
+
+static void bw_child_stop(struct bw_child *bc) {
+    if (bc->pid <= 0)
+        return;
+    (void)close(bc->req); /* EOF: the child exits */
+    (void)close(bc->resp);
+    (void)waitpid(bc->pid, NULL, 0);
+    bc->pid = -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (n >= 1; sorts v). */
+static double median(double *v, uint32_t n) {
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* ---- Engine runs ---- */
@@ -143,9 +195,15 @@ static uint64_t proc_status_bytes(const char *key) {
     return v;
 }
 
+#define MAX_REPS 100
+
 struct results {
     double pp_tps, pp_best_tps, tg_tps, tg_best_tps;
-    double bw1, bwn;
+    double bw1, bwn;          /* at the start */
+    double bw_dec[MAX_REPS];  /* N threads, around each decode (the larger bracket) */
+    double tg_rep[MAX_REPS];  /* each decode's tok/s */
+    double ratio[MAX_REPS];   /* each decode's effective bandwidth / its bw_dec */
+    double bw_dec_med, ratio_med;
     uint64_t weight_bytes, file_bytes, kv_bytes, peak_rss, anon_rss, hugetlb;
     struct pl_weights_info wi;
 };
@@ -201,7 +259,8 @@ static void usage(FILE *f) {
             "  --gen N       decoded tokens (default 128)\n"
             "  --batch N     tokens per pl_ctx_decode() call in prefill (default 512)\n"
             "  --reps N      repetitions of prefill and decode; the mean is reported (default 2)\n"
-            "  --no-bw       skip the read-bandwidth measurement\n"
+            "  --no-bw       skip the read-bandwidth measurements (at the start and around\n"
+            "                each decode)\n"
             "  --weights M   where the weights live, as picolmd's hugepages setting: auto\n"
             "                (hugetlb, else THP; the default), thp, or file (the mapping)\n"
             "  --json        one JSON object on stdout instead of text\n");
@@ -227,6 +286,7 @@ int bench_engine_main(int argc, char **argv) {
     int32_t *tok = NULL, *pos = NULL, *seq = NULL;
     float *logits = NULL;
     struct results res = {0};
+    struct bw_child bwc = {.pid = -1, .req = -1, .resp = -1};
     char err[512] = "";
     int r = 0;
 
@@ -258,7 +318,7 @@ int bench_engine_main(int argc, char **argv) {
         else if (!bad && !strcmp(a, "--weights"))
             bad = pl_weights_mode_parse(v, &wmode) < 0;
         else if (!bad && !strcmp(a, "--reps"))
-            bad = parse_u32(v, 1, 100, &reps) < 0;
+            bad = parse_u32(v, 1, MAX_REPS, &reps) < 0;
         else
             bad = 1;
         if (bad) {
@@ -279,10 +339,19 @@ int bench_engine_main(int argc, char **argv) {
     }
     n_batch = PL_MIN(n_batch, n_prompt);
 
-    /* Bandwidth first, in a child, before this process maps anything large. */
-    if (do_bw && (r = read_bandwidth(n_threads, &res.bw1, &res.bwn)) < 0) {
-        fprintf(stderr, "engine: read-bandwidth measurement failed: %s\n", pl_strerror(r));
-        return 1;
+    /* The bandwidth child first, before this process maps anything large. */
+    if (do_bw) {
+        if ((r = bw_child_start(&bwc)) < 0) {
+            fprintf(stderr, "engine: read-bandwidth process: %s\n", pl_strerror(r));
+            return 1;
+        }
+        res.bw1 = bw_child_measure(&bwc, 1);
+        res.bwn = n_threads == 1 ? res.bw1 : bw_child_measure(&bwc, n_threads);
+        if (res.bw1 <= 0 || res.bwn <= 0) {
+            fprintf(stderr, "engine: read-bandwidth measurement failed\n");
+            r = -EIO;
+            goto out;
+        }
     }
 
     struct pl_model_opts mo = {.n_threads = n_threads, .pin_threads = true};
@@ -336,11 +405,30 @@ int bench_engine_main(int argc, char **argv) {
             goto fail_run;
         pp_sum += dt;
         res.pp_best_tps = PL_MAX(res.pp_best_tps, n_prompt / dt);
+        const double bw_pre = do_bw ? bw_child_measure(&bwc, n_threads) : 0.0;
         dt = run_decode(c, 1, n_gen, hp->n_vocab, logits, &r);
         if (dt < 0)
             goto fail_run;
+        const double bw_post = do_bw ? bw_child_measure(&bwc, n_threads) : 0.0;
         tg_sum += dt;
-        res.tg_best_tps = PL_MAX(res.tg_best_tps, n_gen / dt);
+        res.tg_rep[i] = n_gen / dt;
+        res.tg_best_tps = PL_MAX(res.tg_best_tps, res.tg_rep[i]);
+        if (do_bw) {
+            if (bw_pre <= 0 || bw_post <= 0) {
+                fprintf(stderr, "engine: read-bandwidth measurement failed\n");
+                r = -EIO;
+                goto out;
+            }
+            res.bw_dec[i] = PL_MAX(bw_pre, bw_post);
+            res.ratio[i] = (double)res.weight_bytes * res.tg_rep[i] / res.bw_dec[i];
+        }
+    }
+    if (do_bw) {
+        double tmp[MAX_REPS];
+        memcpy(tmp, res.bw_dec, reps * sizeof(*tmp));
+        res.bw_dec_med = median(tmp, reps);
+        memcpy(tmp, res.ratio, reps * sizeof(*tmp));
+        res.ratio_med = median(tmp, reps);
     }
     res.pp_tps = n_prompt * reps / pp_sum;
     res.tg_tps = n_gen * reps / tg_sum;
@@ -353,7 +441,7 @@ int bench_engine_main(int argc, char **argv) {
     res.peak_rss += res.hugetlb;
 
     const double eff = (double)res.weight_bytes * res.tg_tps;
-    const double ratio = do_bw ? eff / res.bwn : 0.0;
+    const double ratio_start = do_bw ? eff / res.bwn : 0.0;
     const double overhead = (double)res.peak_rss - (double)res.file_bytes - (double)res.kv_bytes;
     const bool anon_copy = res.wi.base && strcmp(res.wi.backing, "hugetlb") != 0;
     const double anon_overhead = (double)res.anon_rss - (double)res.kv_bytes -
@@ -370,9 +458,22 @@ int bench_engine_main(int argc, char **argv) {
                hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing, res.wi.packed,
                res.pp_tps, res.pp_best_tps,
                res.tg_tps, res.tg_best_tps, res.weight_bytes, eff * 1e-9);
-        if (do_bw)
-            printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio\":%.4f",
-                   res.bw1 * 1e-9, res.bwn * 1e-9, ratio);
+        printf(",\"decode_tok_s_reps\":[");
+        for (uint32_t i = 0; i < reps; i++)
+            printf("%s%.2f", i ? "," : "", res.tg_rep[i]);
+        printf("]");
+        if (do_bw) {
+            printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio_start\":%.4f"
+                   ",\"read_gb_s_decode\":%.3f,\"decode_bw_ratio\":%.4f,\"decode_bw_ratios\":[",
+                   res.bw1 * 1e-9, res.bwn * 1e-9, ratio_start, res.bw_dec_med * 1e-9,
+                   res.ratio_med);
+            for (uint32_t i = 0; i < reps; i++)
+                printf("%s%.4f", i ? "," : "", res.ratio[i]);
+            printf("],\"read_gb_s_decodes\":[");
+            for (uint32_t i = 0; i < reps; i++)
+                printf("%s%.3f", i ? "," : "", res.bw_dec[i] * 1e-9);
+            printf("]");
+        }
         printf(",\"model_file_bytes\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
                ",\"peak_rss_bytes\":%" PRIu64 ",\"rss_overhead_bytes\":%.0f"
                ",\"anon_rss_bytes\":%" PRIu64 ",\"anon_overhead_bytes\":%.0f}\n",
@@ -388,10 +489,16 @@ int bench_engine_main(int argc, char **argv) {
                res.tg_best_tps, n_gen);
         printf("weights/token   %.1f MB -> effective %.2f GB/s\n", res.weight_bytes * 1e-6,
                eff * 1e-9);
-        if (do_bw)
-            printf("read bandwidth  %.2f GB/s (1 thread), %.2f GB/s (%" PRIu32
+        if (do_bw) {
+            printf("read bandwidth  at the start %.2f GB/s (1 thread), %.2f GB/s (%" PRIu32
                    " threads) -> decode at %.1f%%\n",
-                   res.bw1 * 1e-9, res.bwn * 1e-9, n_threads, ratio * 100.0);
+                   res.bw1 * 1e-9, res.bwn * 1e-9, n_threads, ratio_start * 100.0);
+            printf("around decodes  %.2f GB/s (median) -> decode at %.1f%% (median of",
+                   res.bw_dec_med * 1e-9, res.ratio_med * 100.0);
+            for (uint32_t i = 0; i < reps; i++)
+                printf(" %.1f%%", res.ratio[i] * 100.0);
+            printf(")\n");
+        }
         printf("peak RSS        %.1f MiB = model %.1f + KV %.1f + %.1f MiB\n",
                res.peak_rss / 1048576.0, res.file_bytes / 1048576.0,
                res.kv_bytes / 1048576.0, overhead / 1048576.0);
@@ -404,6 +511,7 @@ int bench_engine_main(int argc, char **argv) {
 fail_run:
     fprintf(stderr, "engine: decode failed: %s\n", pl_strerror(r));
 out:
+    bw_child_stop(&bwc);
     free(tok);
     free(pos);
     free(seq);

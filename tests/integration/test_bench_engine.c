@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/* picolm-bench engine end to end: a small model written by `picolm-bench mkmodel`, then the
+ * engine benchmark's JSON report checked for consistency: every repetition's decode has a
+ * ratio to the read bandwidth measured around it, the reported ratio is their median, the
+ * effective bandwidth is bytes per token x tok/s; --no-bw drops the bandwidth fields; a bad
+ * option exits 2. Speed itself is not judged here (benchmarks print figures; a shared host's
+ * noise would make any threshold flaky). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "json.h"
+
+#define BENCH PL_BINARY_DIR "/bin/picolm-bench"
+#define REPS 3
+
+static char g_vocab[4096];
+static char g_dir[] = "/tmp/picolm-bench-test-XXXXXX";
+static char g_model[4096];
+
+struct run {
+    int status; /* exit code, or 128 + signal */
+    char *out;  /* NUL-terminated stdout */
+    size_t out_len;
+};
+
+/* Run picolm-bench with argv (NULL-terminated, argv[0] = "picolm-bench"); stderr is kept
+ * on the test's own stderr for diagnosis. */
+static struct run run_bench(const char *const *argv) {
+    char path[] = "/tmp/picolm-bench-out-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    (void)unlink(path);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)dup2(fd, 1);
+        execv(BENCH, (char *const *)argv);
+        _exit(127);
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    struct run r = {.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)};
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    r.out = malloc((size_t)st.st_size + 1);
+    assert_non_null(r.out);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    while (r.out_len < (size_t)st.st_size) {
+        ssize_t n = read(fd, r.out + r.out_len, (size_t)st.st_size - r.out_len);
+        assert_true(n > 0);
+        r.out_len += (size_t)n;
+    }
+    r.out[r.out_len] = '\0';
+    (void)close(fd);
+    return r;
+}
+
+static double num(const struct pl_json *obj, const char *key) {
+    const struct pl_json *v = pl_json_get(obj, key);
+    if (!v || v->type != PL_JSON_NUMBER)
+        fail_msg("report has no number '%s'", key);
+    return v->number;
+}
+
+/* The REPS numbers of array key into v. */
+static void nums(const struct pl_json *obj, const char *key, double *v) {
+    const struct pl_json *a = pl_json_get(obj, key);
+    if (!a || a->type != PL_JSON_ARRAY || a->n != REPS)
+        fail_msg("report has no array '%s' of %d numbers", key, REPS);
+    for (size_t i = 0; i < REPS; i++) {
+        const struct pl_json *x = pl_json_at(a, i);
+        assert_non_null(x);
+        assert_int_equal(x->type, PL_JSON_NUMBER);
+        v[i] = x->number;
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int make_model(void **state) {
+    (void)state;
+    if (!mkdtemp(g_dir))
+        return -1;
+    (void)snprintf(g_model, sizeof(g_model), "%s/tiny.gguf", g_dir);
+    /* 2 layers of 256 wide (a Q4_K super-block per row), GQA 4:2, FFN 512 */
+    const char *argv[] = {"picolm-bench", "mkmodel", "--shape", "256,2,4,2,512", "--type",
+                          "Q4_K_M", "--vocab-from", g_vocab, "--out", g_model, NULL};
+    struct run r = run_bench(argv);
+    free(r.out);
+    return r.status == 0 ? 0 : -1;
+}
+
+static int remove_model(void **state) {
+    (void)state;
+    (void)unlink(g_model);
+    (void)rmdir(g_dir);
+    return 0;
+}
+
+static void test_report_pairs_each_decode_with_its_bandwidth(void **state) {
+    (void)state;
+    const char *argv[] = {"picolm-bench", "engine", "--model", g_model, "--threads", "2",
+                          "--reps", "3", "--prompt", "32", "--gen", "16", "--batch", "16",
+                          "--json", NULL};
+    struct run r = run_bench(argv);
+    assert_int_equal(r.status, 0);
+    struct pl_json *j = NULL;
+    char err[256];
+    if (pl_json_parse(r.out, r.out_len, &j, err, sizeof(err)) != 0)
+        fail_msg("not JSON (%s): %s", err, r.out);
+    assert_int_equal(j->type, PL_JSON_OBJECT);
+    assert_true(num(j, "threads") == 2.0);
+    assert_true(num(j, "reps") == REPS);
+    assert_true(num(j, "prefill_tok_s") > 0.0);
+    const double tps = num(j, "decode_tok_s"), bytes = num(j, "weight_bytes_per_token");
+    assert_true(tps > 0.0 && num(j, "decode_best_tok_s") >= tps * 0.999);
+    assert_true(bytes > 0.0);
+    /* effective bandwidth = bytes per token x tok/s (printed to 1 MB/s) */
+    assert_true(fabs(num(j, "decode_effective_gb_s") - bytes * tps * 1e-9) < 2e-3);
+    assert_true(num(j, "read_gb_s_1t") > 0.0 && num(j, "read_gb_s") > 0.0);
+    assert_true(num(j, "read_gb_s_decode") > 0.0);
+    /* the ratio at the start: the mean decode's bandwidth over the start's N-thread figure */
+    assert_true(fabs(num(j, "decode_bw_ratio_start") -
+                     num(j, "decode_effective_gb_s") / num(j, "read_gb_s")) < 2e-3);
+    /* per repetition: ratio = bytes x its tok/s / the bandwidth around it, and that
+     * bandwidth is not simply the start's */
+    double v[REPS], tg[REPS], bw[REPS], tg_sum = 0.0;
+    nums(j, "decode_bw_ratios", v);
+    nums(j, "decode_tok_s_reps", tg);
+    nums(j, "read_gb_s_decodes", bw);
+    bool all_start = true;
+    for (size_t i = 0; i < REPS; i++) {
+        assert_true(v[i] > 0.0 && isfinite(v[i]) && tg[i] > 0.0 && bw[i] > 0.0);
+        assert_true(fabs(v[i] - bytes * tg[i] * 1e-9 / bw[i]) < 1e-3 * v[i] + 1e-4);
+        all_start = all_start && bw[i] == num(j, "read_gb_s");
+        tg_sum += 1.0 / tg[i];
+    }
+    assert_false(all_start);
+    /* the mean over the repetitions: their tokens over their total time */
+    assert_true(fabs(tps - REPS / tg_sum) < 0.01 * tps);
+    qsort(v, REPS, sizeof(v[0]), cmp_double);
+    assert_true(fabs(num(j, "decode_bw_ratio") - v[REPS / 2]) < 1e-4);
+    /* peak RSS: at least the model file, and the read loop's buffer (1 GiB, in the child)
+     * is not in it */
+    assert_true(num(j, "peak_rss_bytes") >= num(j, "model_file_bytes"));
+    assert_true(num(j, "peak_rss_bytes") < num(j, "model_file_bytes") + 512.0 * 1048576.0);
+    pl_json_free(j);
+    free(r.out);
+}
+
+static void test_no_bw_drops_the_bandwidth_fields(void **state) {
+    (void)state;
+    const char *argv[] = {"picolm-bench", "engine", "--model", g_model, "--threads", "1",
+                          "--reps", "1", "--prompt", "8", "--gen", "4", "--no-bw", "--json",
+                          NULL};
+    struct run r = run_bench(argv);
+    assert_int_equal(r.status, 0);
+    struct pl_json *j = NULL;
+    char err[256];
+    if (pl_json_parse(r.out, r.out_len, &j, err, sizeof(err)) != 0)
+        fail_msg("not JSON (%s): %s", err, r.out);
+    assert_true(num(j, "decode_tok_s") > 0.0);
+    assert_null(pl_json_get(j, "read_gb_s"));
+    assert_null(pl_json_get(j, "decode_bw_ratio"));
+    assert_null(pl_json_get(j, "decode_bw_ratios"));
+    assert_null(pl_json_get(j, "read_gb_s_decodes"));
+    pl_json_free(j);
+    free(r.out);
+}
+
+static void test_bad_options_exit_2(void **state) {
+    (void)state;
+    const char *bad[][8] = {
+        {"picolm-bench", "engine", "--model", g_model, "--reps", "0", NULL},
+        {"picolm-bench", "engine", "--model", g_model, "--reps", "101", NULL},
+        {"picolm-bench", "engine", "--model", g_model, "--threads", "x", NULL},
+        {"picolm-bench", "engine", "--bogus", NULL},
+        {"picolm-bench", "engine", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct run r = run_bench(bad[i]);
+        assert_int_equal(r.status, 2);
+        assert_int_equal(r.out_len, 0);
+        free(r.out);
+    }
+}
+
+int main(void) {
+    const char *data = getenv("PICOLM_TEST_DATA");
+    if (!data || !data[0] || access(BENCH, X_OK) != 0) {
+        fprintf(stderr, "PICOLM_TEST_DATA unset or %s not built: skipping\n", BENCH);
+        return 77;
+    }
+    (void)snprintf(g_vocab, sizeof(g_vocab), "%s/tokenizer/ggml-vocab-llama-spm.gguf", data);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_pairs_each_decode_with_its_bandwidth),
+        cmocka_unit_test(test_no_bw_drops_the_bandwidth_fields),
+        cmocka_unit_test(test_bad_options_exit_2),
+    };
+    return cmocka_run_group_tests(tests, make_model, remove_model);
+}
