@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,14 +46,15 @@ static double now_s(void) {
  * RSS) and measures on request: once at the start (1 and N threads), then right before and
  * right after each decode. The memory bandwidth these shared hosts give one tenant drifts by
  * tens of percent within seconds, so a decode is compared with the bandwidth measured around
- * it: the larger of its two brackets (the conservative side). Requests go down one pipe as a
- * thread count (0: exit), answers come back on another as a double (<= 0: failed). */
+ * it: the larger of its two brackets (the conservative side). Requests go over a socket pair
+ * as a thread count (0 or EOF: exit), answers come back as a double (<= 0: failed); sends
+ * use MSG_NOSIGNAL, so a child that died is an error, not a SIGPIPE. */
 struct bw_child {
     pid_t pid;
-    int req, resp; /* parent's ends; -1 when closed */
+    int fd; /* parent's end; -1 when closed */
 };
 
-static void bw_child_serve(int req, int resp) {
+static void bw_child_serve(int fd) {
     void *buf = mmap(NULL, BW_BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                      -1, 0);
     if (buf != MAP_FAILED) {
@@ -60,10 +62,10 @@ static void bw_child_serve(int req, int resp) {
         memset(buf, 0x5a, BW_BUF_BYTES); /* every page faulted in before any timing */
     }
     uint32_t n;
-    while (read(req, &n, sizeof(n)) == (ssize_t)sizeof(n) && n > 0) {
+    while (recv(fd, &n, sizeof(n), MSG_WAITALL) == (ssize_t)sizeof(n) && n > 0) {
         /* bandwidth.c: the better of a plain and a prefetching read loop, on huge pages. */
         double bw = buf == MAP_FAILED ? -1.0 : bench_bw_read(buf, BW_BUF_BYTES, n, BW_PASSES);
-        if (write(resp, &bw, sizeof(bw)) != (ssize_t)sizeof(bw))
+        if (send(fd, &bw, sizeof(bw), MSG_NOSIGNAL) != (ssize_t)sizeof(bw))
             break;
     }
     _exit(0);
@@ -71,42 +73,32 @@ static void bw_child_serve(int req, int resp) {
 
 /* Starts the child. Returns 0 or a negative code. */
 static int bw_child_start(struct bw_child *bc) {
-    int rq[2], rs[2];
+    int sv[2];
     bc->pid = -1;
-    bc->req = bc->resp = -1;
-    if (pipe(rq) != 0)
+    bc->fd = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return -errno;
-    if (pipe(rs) != 0) {
-        int r = -errno;
-        (void)close(rq[0]);
-        (void)close(rq[1]);
-        return r;
-    }
     pid_t pid = fork();
     if (pid == 0) {
-        (void)close(rq[1]);
-        (void)close(rs[0]);
-        bw_child_serve(rq[0], rs[1]);
+        (void)close(sv[0]);
+        bw_child_serve(sv[1]);
     }
     int r = pid < 0 ? -errno : 0;
-    (void)close(rq[0]);
-    (void)close(rs[1]);
+    (void)close(sv[1]);
     if (r < 0) {
-        (void)close(rq[1]);
-        (void)close(rs[0]);
+        (void)close(sv[0]);
         return r;
     }
     bc->pid = pid;
-    bc->req = rq[1];
-    bc->resp = rs[0];
+    bc->fd = sv[0];
     return 0;
 }
 
 /* The read bandwidth of n threads (bytes/s), or a value <= 0 when it could not be measured. */
 static double bw_child_measure(struct bw_child *bc, uint32_t n) {
     double bw = -1.0;
-    if (bc->pid <= 0 || write(bc->req, &n, sizeof(n)) != (ssize_t)sizeof(n) ||
-        read(bc->resp, &bw, sizeof(bw)) != (ssize_t)sizeof(bw))
+    if (bc->pid <= 0 || send(bc->fd, &n, sizeof(n), MSG_NOSIGNAL) != (ssize_t)sizeof(n) ||
+        recv(bc->fd, &bw, sizeof(bw), MSG_WAITALL) != (ssize_t)sizeof(bw))
         return -1.0;
     return bw;
 }
@@ -114,8 +106,7 @@ static double bw_child_measure(struct bw_child *bc, uint32_t n) {
 static void bw_child_stop(struct bw_child *bc) {
     if (bc->pid <= 0)
         return;
-    (void)close(bc->req); /* EOF: the child exits */
-    (void)close(bc->resp);
+    (void)close(bc->fd); /* EOF: the child exits */
     (void)waitpid(bc->pid, NULL, 0);
     bc->pid = -1;
 }
@@ -286,7 +277,7 @@ int bench_engine_main(int argc, char **argv) {
     int32_t *tok = NULL, *pos = NULL, *seq = NULL;
     float *logits = NULL;
     struct results res = {0};
-    struct bw_child bwc = {.pid = -1, .req = -1, .resp = -1};
+    struct bw_child bwc = {.pid = -1, .fd = -1};
     char err[512] = "";
     int r = 0;
 
