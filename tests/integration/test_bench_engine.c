@@ -69,6 +69,19 @@ static struct run run_bench(const char *const *argv) {
     return r;
 }
 
+/* Run the bench (argv as run_bench), expect exit 0 and one JSON object on stdout. */
+static struct pl_json *run_json(const char *const *argv) {
+    struct run r = run_bench(argv);
+    assert_int_equal(r.status, 0);
+    struct pl_json *j = NULL;
+    char err[256];
+    if (pl_json_parse(r.out, r.out_len, &j, err, sizeof(err)) != 0)
+        fail_msg("not JSON (%s): %s", err, r.out);
+    free(r.out);
+    assert_int_equal(j->type, PL_JSON_OBJECT);
+    return j;
+}
+
 static double num(const struct pl_json *obj, const char *key) {
     const struct pl_json *v = pl_json_get(obj, key);
     if (!v || v->type != PL_JSON_NUMBER)
@@ -119,13 +132,7 @@ static void test_report_pairs_each_decode_with_its_bandwidth(void **state) {
     const char *argv[] = {"picolm-bench", "engine", "--model", g_model, "--threads", "2",
                           "--reps", "3", "--prompt", "32", "--gen", "16", "--batch", "16",
                           "--json", NULL};
-    struct run r = run_bench(argv);
-    assert_int_equal(r.status, 0);
-    struct pl_json *j = NULL;
-    char err[256];
-    if (pl_json_parse(r.out, r.out_len, &j, err, sizeof(err)) != 0)
-        fail_msg("not JSON (%s): %s", err, r.out);
-    assert_int_equal(j->type, PL_JSON_OBJECT);
+    struct pl_json *j = run_json(argv);
     assert_true(num(j, "threads") == 2.0);
     assert_true(num(j, "reps") == REPS);
     assert_true(num(j, "prefill_tok_s") > 0.0);
@@ -162,7 +169,6 @@ static void test_report_pairs_each_decode_with_its_bandwidth(void **state) {
     assert_true(num(j, "peak_rss_bytes") >= num(j, "model_file_bytes"));
     assert_true(num(j, "peak_rss_bytes") < num(j, "model_file_bytes") + 512.0 * 1048576.0);
     pl_json_free(j);
-    free(r.out);
 }
 
 static void test_no_bw_drops_the_bandwidth_fields(void **state) {
@@ -170,19 +176,13 @@ static void test_no_bw_drops_the_bandwidth_fields(void **state) {
     const char *argv[] = {"picolm-bench", "engine", "--model", g_model, "--threads", "1",
                           "--reps", "1", "--prompt", "8", "--gen", "4", "--no-bw", "--json",
                           NULL};
-    struct run r = run_bench(argv);
-    assert_int_equal(r.status, 0);
-    struct pl_json *j = NULL;
-    char err[256];
-    if (pl_json_parse(r.out, r.out_len, &j, err, sizeof(err)) != 0)
-        fail_msg("not JSON (%s): %s", err, r.out);
+    struct pl_json *j = run_json(argv);
     assert_true(num(j, "decode_tok_s") > 0.0);
     assert_null(pl_json_get(j, "read_gb_s"));
     assert_null(pl_json_get(j, "decode_bw_ratio"));
     assert_null(pl_json_get(j, "decode_bw_ratios"));
     assert_null(pl_json_get(j, "read_gb_s_decodes"));
     pl_json_free(j);
-    free(r.out);
 }
 
 static void test_bad_options_exit_2(void **state) {
