@@ -5,8 +5,6 @@
  * effective bandwidth is bytes per token x tok/s; --no-bw drops the bandwidth fields; a bad
  * option exits 2. Speed itself is not judged here (benchmarks print figures; a shared host's
  * noise would make any threshold flaky). */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,13 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "json.h"
+#include "run.h"
 
 #define BENCH PL_BINARY_DIR "/bin/picolm-bench"
 #define REPS 3
@@ -31,53 +28,23 @@ static char g_vocab[4096];
 static char g_dir[] = "/tmp/picolm-bench-test-XXXXXX";
 static char g_model[4096];
 
-struct run {
-    int status; /* exit code, or 128 + signal */
-    char *out;  /* NUL-terminated stdout */
-    size_t out_len;
-};
-
-/* Run picolm-bench with argv (NULL-terminated, argv[0] = "picolm-bench"); stderr is kept
- * on the test's own stderr for diagnosis. */
-static struct run run_bench(const char *const *argv) {
-    char path[] = "/tmp/picolm-bench-out-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    (void)unlink(path);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        (void)dup2(fd, 1);
-        execv(BENCH, (char *const *)argv);
-        _exit(127);
-    }
-    int ws = 0;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    struct run r = {.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)};
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    r.out = malloc((size_t)st.st_size + 1);
-    assert_non_null(r.out);
-    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    while (r.out_len < (size_t)st.st_size) {
-        ssize_t n = read(fd, r.out + r.out_len, (size_t)st.st_size - r.out_len);
-        assert_true(n > 0);
-        r.out_len += (size_t)n;
-    }
-    r.out[r.out_len] = '\0';
-    (void)close(fd);
+/* Run picolm-bench with argv (NULL-terminated, argv[0] = "picolm-bench"). */
+static struct pl_test_run run_bench(const char *const *argv) {
+    struct pl_test_run r;
+    assert_int_equal(pl_test_run(BENCH, argv, NULL, 0, NULL, &r), 0);
     return r;
 }
 
 /* Run the bench (argv as run_bench), expect exit 0 and one JSON object on stdout. */
 static struct pl_json *run_json(const char *const *argv) {
-    struct run r = run_bench(argv);
-    assert_int_equal(r.status, 0);
+    struct pl_test_run r = run_bench(argv);
+    if (r.status != 0)
+        fail_msg("exit %d, stderr: %s", r.status, r.err);
     struct pl_json *j = NULL;
     char err[256];
     if (pl_json_parse(r.out, r.out_len, &j, err, sizeof(err)) != 0)
         fail_msg("not JSON (%s): %s", err, r.out);
-    free(r.out);
+    pl_test_run_free(&r);
     assert_int_equal(j->type, PL_JSON_OBJECT);
     return j;
 }
@@ -115,8 +82,10 @@ static int make_model(void **state) {
     /* 2 layers of 256 wide (a Q4_K super-block per row), GQA 4:2, FFN 512 */
     const char *argv[] = {"picolm-bench", "mkmodel", "--shape", "256,2,4,2,512", "--type",
                           "Q4_K_M", "--vocab-from", g_vocab, "--out", g_model, NULL};
-    struct run r = run_bench(argv);
-    free(r.out);
+    struct pl_test_run r = run_bench(argv);
+    if (r.status != 0)
+        fprintf(stderr, "mkmodel: exit %d: %s", r.status, r.err);
+    pl_test_run_free(&r);
     return r.status == 0 ? 0 : -1;
 }
 
@@ -195,10 +164,10 @@ static void test_bad_options_exit_2(void **state) {
         {"picolm-bench", "engine", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct run r = run_bench(bad[i]);
+        struct pl_test_run r = run_bench(bad[i]);
         assert_int_equal(r.status, 2);
         assert_int_equal(r.out_len, 0);
-        free(r.out);
+        pl_test_run_free(&r);
     }
 }
 

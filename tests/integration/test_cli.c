@@ -23,73 +23,18 @@
 
 #include "fidelity_ref.h"
 #include "json.h"
+#include "run.h"
 
 #define PICOLM PL_BINARY_DIR "/bin/picolm"
 #define TOL_FLOAT 0.002
 
 static char g_models[4096];
 
-struct run {
-    int status;       /* exit code, or 128 + signal */
-    char *out, *err;  /* NUL-terminated */
-    size_t out_len, err_len;
-};
-
-static char *slurp_fd(int fd, size_t *ret_len) {
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    char *buf = malloc((size_t)st.st_size + 1);
-    assert_non_null(buf);
-    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    size_t len = 0;
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        assert_true(n > 0);
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    *ret_len = len;
-    return buf;
-}
-
-static int tmpfile_fd(void) {
-    char path[] = "/tmp/picolm-cli-test-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    (void)unlink(path);
-    return fd;
-}
-
 /* Run picolm with argv (NULL-terminated, argv[0] = "picolm") and stdin bytes. */
-static struct run run_cli(const char *const *argv, const char *in, size_t in_len) {
-    int fin = tmpfile_fd(), fout = tmpfile_fd(), ferr = tmpfile_fd();
-    if (in_len)
-        assert_int_equal(write(fin, in, in_len), (ssize_t)in_len);
-    assert_int_equal(lseek(fin, 0, SEEK_SET), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        (void)dup2(fin, 0);
-        (void)dup2(fout, 1);
-        (void)dup2(ferr, 2);
-        execv(PICOLM, (char *const *)argv);
-        _exit(127);
-    }
-    int ws = 0;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    struct run r = {0};
-    r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    r.out = slurp_fd(fout, &r.out_len);
-    r.err = slurp_fd(ferr, &r.err_len);
-    close(fin);
-    close(fout);
-    close(ferr);
+static struct pl_test_run run_cli(const char *const *argv, const char *in, size_t in_len) {
+    struct pl_test_run r;
+    assert_int_equal(pl_test_run(PICOLM, argv, in, in_len, NULL, &r), 0);
     return r;
-}
-
-static void run_free(struct run *r) {
-    free(r->out);
-    free(r->err);
 }
 
 static bool load_ref(const char *name, struct fidelity_ref *ref) {
@@ -150,7 +95,7 @@ static void test_generate_json_greedy_matches_reference(void **state) {
         const int32_t *want = rp->has_greedy_f16 ? rp->greedy_f16.token_ids : rp->greedy.token_ids;
         const char *argv[] = {"picolm", "generate", "--model", model, "-p", rp->text, "-n",
                               "32", "--temp", "0", "--ignore-eos", "--json", NULL};
-        struct run r = run_cli(argv, NULL, 0);
+        struct pl_test_run r = run_cli(argv, NULL, 0);
         if (r.status != 0)
             fail_msg("prompt %zu: exit %d, stderr: %s", p, r.status, r.err);
         assert_int_equal(r.err_len, 0);
@@ -171,7 +116,7 @@ static void test_generate_json_greedy_matches_reference(void **state) {
         if (text->str_len != rtext->str_len || memcmp(text->str, rtext->str, text->str_len))
             fail_msg("prompt %zu: text '%s', want '%s'", p, text->str, rtext->str);
         pl_json_free(j);
-        run_free(&r);
+        pl_test_run_free(&r);
     }
     pl_json_free(rj);
     fidelity_ref_free(&ref);
@@ -186,20 +131,20 @@ static void test_generate_streams_text_and_is_deterministic_per_seed(void **stat
     model_path(&ref, model, sizeof(model));
     const char *argv[] = {"picolm", "generate", "--model", model, "-n", "64", "--seed", "7",
                           NULL};
-    struct run a = run_cli(argv, NULL, 0), b = run_cli(argv, NULL, 0);
+    struct pl_test_run a = run_cli(argv, NULL, 0), b = run_cli(argv, NULL, 0);
     assert_int_equal(a.status, 0);
     assert_int_equal(b.status, 0);
     assert_true(a.out_len > 0);
     assert_int_equal(a.out_len, b.out_len);
     assert_memory_equal(a.out, b.out, a.out_len);
-    run_free(&a);
-    run_free(&b);
+    pl_test_run_free(&a);
+    pl_test_run_free(&b);
     /* -n 0 generates nothing. */
     const char *argv0[] = {"picolm", "generate", "--model", model, "-n", "0", NULL};
-    struct run z = run_cli(argv0, NULL, 0);
+    struct pl_test_run z = run_cli(argv0, NULL, 0);
     assert_int_equal(z.status, 0);
     assert_int_equal(z.out_len, 0);
-    run_free(&z);
+    pl_test_run_free(&z);
     fidelity_ref_free(&ref);
 }
 
@@ -221,20 +166,20 @@ static void test_tokenize_prints_reference_ids(void **state) {
             char *want = ids_csv(rp->token_ids, rp->n_tokens, " ");
             /* stdin, byte for byte (no trailing newline added). */
             const char *argv[] = {"picolm", "tokenize", "--model", model, NULL};
-            struct run r = run_cli(argv, rp->text, strlen(rp->text));
+            struct pl_test_run r = run_cli(argv, rp->text, strlen(rp->text));
             if (r.status != 0)
                 fail_msg("%s prompt %zu: exit %d: %s", names[k], p, r.status, r.err);
             if (r.out_len != strlen(want) + 1 || memcmp(r.out, want, strlen(want)) != 0 ||
                 r.out[r.out_len - 1] != '\n')
                 fail_msg("%s prompt %zu: got '%s', want '%s'", names[k], p, r.out, want);
-            run_free(&r);
+            pl_test_run_free(&r);
             /* -p gives the same. */
             const char *argvp[] = {"picolm", "tokenize", "--model", model, "-p", rp->text, NULL};
             r = run_cli(argvp, NULL, 0);
             assert_int_equal(r.status, 0);
             assert_int_equal(r.out_len, strlen(want) + 1);
             assert_memory_equal(r.out, want, strlen(want));
-            run_free(&r);
+            pl_test_run_free(&r);
             free(want);
             n_checked++;
         }
@@ -260,15 +205,16 @@ static void test_eval_writes_n_rows_of_logits(void **state) {
     char *csv = ids_csv(rp->token_ids, rp->n_tokens, ",");
     const char *argv[] = {"picolm", "eval", "--model", model, "--tokens", csv, "--logits-out",
                           out, "--kv-type", "f32", NULL};
-    struct run r = run_cli(argv, NULL, 0);
+    struct pl_test_run r = run_cli(argv, NULL, 0);
     if (r.status != 0)
         fail_msg("exit %d: %s", r.status, r.err);
     assert_int_equal(r.out_len, 0);
-    run_free(&r);
+    pl_test_run_free(&r);
     fd = open(out, O_RDONLY | O_CLOEXEC);
     assert_true(fd >= 0);
     size_t len = 0;
-    float *rows = (float *)(void *)slurp_fd(fd, &len);
+    float *rows = (float *)(void *)pl_test_read_fd(fd, &len);
+    assert_non_null(rows);
     close(fd);
     (void)unlink(out);
     assert_int_equal(len, rp->n_tokens * ref.n_vocab * sizeof(float));
@@ -333,7 +279,7 @@ static void test_bad_arguments_exit_2_with_one_line(void **state) {
         {"picolm", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct run r = run_cli(cases[i], NULL, 0);
+        struct pl_test_run r = run_cli(cases[i], NULL, 0);
         size_t lines = 0;
         for (size_t k = 0; k < r.err_len; k++)
             lines += r.err[k] == '\n';
@@ -341,7 +287,7 @@ static void test_bad_arguments_exit_2_with_one_line(void **state) {
             fail_msg("case %zu (%s %s ...): exit %d, stdout %zu bytes, stderr %zu lines: %s", i,
                      cases[i][1], cases[i][2] ? cases[i][2] : "", r.status, r.out_len, lines,
                      r.err);
-        run_free(&r);
+        pl_test_run_free(&r);
     }
     (void)unlink(bad_model);
 }
@@ -354,11 +300,11 @@ static void test_help_exits_0(void **state) {
         {"picolm", "info", "--help", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct run r = run_cli(cases[i], NULL, 0);
+        struct pl_test_run r = run_cli(cases[i], NULL, 0);
         assert_int_equal(r.status, 0);
         assert_true(r.out_len > 0);
         assert_non_null(strstr(r.out, "usage: picolm"));
-        run_free(&r);
+        pl_test_run_free(&r);
     }
 }
 

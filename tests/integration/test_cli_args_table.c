@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "run.h"
+
 #define PICOLM PL_BINARY_DIR "/bin/picolm"
 #define MAX_ARGS 24
 
@@ -32,86 +34,23 @@ static char g_trunc[512], g_text[512], g_empty[512], g_dir[512];
 
 /* ---- Running the CLI ---- */
 
-struct run {
-    int status;   /* exit code, or 128 + signal */
-    char *out, *err;
-    size_t out_len, err_len;
-};
-
-static char *slurp_fd(int fd, size_t *ret_len) {
-    size_t cap = 4096, len = 0;
-    char *p = malloc(cap + 1);
-    assert_non_null(p);
-    (void)lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            p = realloc(p, cap + 1);
-            assert_non_null(p);
-        }
-        ssize_t n = read(fd, p + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        assert_true(n >= 0);
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    p[len] = '\0';
-    *ret_len = len;
-    return p;
-}
-
-static int tmp_fd(void) {
-    char path[512];
-    snprintf(path, sizeof(path), "%s/io-XXXXXX", g_tmp);
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    (void)unlink(path);
-    return fd;
-}
-
 /* Run picolm with argv (NULL-terminated, without argv[0]) and in_len bytes of stdin. No
  * daemon socket is reachable from here: PICOLM_SOCKET points into the scratch directory. */
-static struct run run_cli(const char *const *args, const char *in, size_t in_len) {
-    int fi = tmp_fd(), fo = tmp_fd(), fe = tmp_fd();
-    if (in_len)
-        assert_int_equal(write(fi, in, in_len), (ssize_t)in_len);
-    (void)lseek(fi, 0, SEEK_SET);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        const char *argv[MAX_ARGS + 2] = {"picolm"};
-        size_t n = 0;
-        while (args[n] && n < MAX_ARGS) {
-            argv[n + 1] = args[n];
-            n++;
-        }
-        argv[n + 1] = NULL;
-        char sock[600];
-        snprintf(sock, sizeof(sock), "%s/no-such.sock", g_tmp);
-        (void)setenv("PICOLM_SOCKET", sock, 1);
-        (void)dup2(fi, 0);
-        (void)dup2(fo, 1);
-        (void)dup2(fe, 2);
-        execv(PICOLM, (char *const *)argv);
-        _exit(127);
+static struct pl_test_run run_cli(const char *const *args, const char *in, size_t in_len) {
+    const char *argv[MAX_ARGS + 2] = {"picolm"};
+    size_t n = 0;
+    while (args[n] && n < MAX_ARGS) {
+        argv[n + 1] = args[n];
+        n++;
     }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    struct run r = {.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
-    r.out = slurp_fd(fo, &r.out_len);
-    r.err = slurp_fd(fe, &r.err_len);
-    close(fi);
-    close(fo);
-    close(fe);
+    argv[n + 1] = NULL;
+    char sock[600];
+    assert_true((size_t)snprintf(sock, sizeof(sock), "PICOLM_SOCKET=%s/no-such.sock", g_tmp) <
+                sizeof(sock));
+    const char *env[] = {sock, NULL};
+    struct pl_test_run r;
+    assert_int_equal(pl_test_run(PICOLM, argv, in, in_len, env, &r), 0);
     return r;
-}
-
-static void run_free(struct run *r) {
-    free(r->out);
-    free(r->err);
 }
 
 static size_t count_lines(const char *s, size_t len) {
@@ -233,7 +172,7 @@ static void test_cli_bad_arguments_print_one_line_and_exit_2(void **state) {
         const char *args[MAX_ARGS + 1] = {NULL};
         for (size_t j = 0; j < MAX_ARGS && k_bad[i].args[j]; j++)
             args[j] = subst(k_bad[i].args[j]);
-        struct run r = run_cli(args, NULL, 0);
+        struct pl_test_run r = run_cli(args, NULL, 0);
         size_t lines = count_lines(r.err, r.err_len);
         bool ok = r.status == 2 && lines == 1 && r.err_len > 0 && r.err[r.err_len - 1] == '\n' &&
                   r.out_len == 0 && strncmp(r.err, "picolm: ", 8) == 0;
@@ -242,7 +181,7 @@ static void test_cli_bad_arguments_print_one_line_and_exit_2(void **state) {
             fprintf(stderr, "FAIL %-40s exit %d, %zu stderr lines, %zu stdout bytes: %.300s\n",
                     k_bad[i].why, r.status, lines, r.out_len, r.err);
         }
-        run_free(&r);
+        pl_test_run_free(&r);
     }
     assert_int_equal(n_bad, 0);
 }
@@ -266,11 +205,11 @@ static void test_cli_edge_values_are_accepted(void **state) {
         const char *args[MAX_ARGS + 1] = {NULL};
         for (size_t j = 0; j < MAX_ARGS && ok_args[i][j]; j++)
             args[j] = subst(ok_args[i][j]);
-        struct run r = run_cli(args, NULL, 0);
+        struct pl_test_run r = run_cli(args, NULL, 0);
         if (r.status != 0)
             fail_msg("case %zu (%s %s ...): exit %d: %s", i, ok_args[i][0], ok_args[i][3],
                      r.status, r.err);
-        run_free(&r);
+        pl_test_run_free(&r);
     }
 }
 
@@ -280,7 +219,7 @@ static char *slurp_path(const char *path, size_t *ret_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    char *p = slurp_fd(fd, ret_len);
+    char *p = pl_test_read_fd(fd, ret_len);
     close(fd);
     return p;
 }
@@ -296,15 +235,15 @@ static void test_cli_vocab_only_info_and_refusals(void **state) {
         if (access(path, R_OK) != 0)
             skip();
         const char *info[] = {"info", "-m", path, NULL};
-        struct run r = run_cli(info, NULL, 0);
+        struct pl_test_run r = run_cli(info, NULL, 0);
         if (r.status != 0 || !strstr(r.out, "tokens"))
             fail_msg("info on %s: exit %d: %s", k_vocabs[v], r.status, r.err);
-        run_free(&r);
+        pl_test_run_free(&r);
         const char *info_json[] = {"info", "-m", path, "--json", NULL};
         r = run_cli(info_json, NULL, 0);
         if (r.status != 0 || r.out_len == 0 || r.out[0] != '{')
             fail_msg("info --json on %s: exit %d: %s", k_vocabs[v], r.status, r.err);
-        run_free(&r);
+        pl_test_run_free(&r);
         /* No weights: generate and eval refuse in one line with exit 2. */
         const char *gen[] = {"generate", "-m", path, "-p", "Hello", NULL};
         const char *ev[] = {"eval", "-m", path, "--tokens", "1", "-o", "-", NULL};
@@ -314,7 +253,7 @@ static void test_cli_vocab_only_info_and_refusals(void **state) {
             if (r.status != 2 || count_lines(r.err, r.err_len) != 1 || r.out_len != 0)
                 fail_msg("%s on vocabulary-only %s: exit %d, stderr: %s", bad[i][0],
                          k_vocabs[v], r.status, r.err);
-            run_free(&r);
+            pl_test_run_free(&r);
         }
     }
 }
@@ -365,7 +304,7 @@ static void test_cli_tokenize_vectors_through_vocab_only_files(void **state) {
             assert_true(n_want != (size_t)-1);
 
             const char *args[] = {"tokenize", "-m", path, "--no-bos", NULL};
-            struct run r = run_cli(args, ip, (size_t)(s - ip));
+            struct pl_test_run r = run_cli(args, ip, (size_t)(s - ip));
             size_t n_got = r.status == 0 ? parse_ids(r.out, r.out + r.out_len, got, 512) : 0;
             bool ok = r.status == 0 && n_got == n_want &&
                       memcmp(got, want, n_want * sizeof(long)) == 0 &&
@@ -376,7 +315,7 @@ static void test_cli_tokenize_vectors_through_vocab_only_files(void **state) {
                         k_vocabs[v], n_checked, ip, r.status, r.out, (int)(oe - op), op, r.err);
             }
             n_checked++;
-            run_free(&r);
+            pl_test_run_free(&r);
             ip = s + sizeof(sep) - 1;
             op = oe + 1;
         }

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "fidelity_ref.h"
+#include "run.h"
 
 #define PICOLM PL_BINARY_DIR "/bin/picolm"
 #define PICOLMD PL_BINARY_DIR "/bin/picolmd"
@@ -36,82 +37,27 @@ static char g_dir[64], g_sock[128];
 
 /* ---- Running the CLI ---- */
 
-struct run {
-    int status;
-    char *out, *err;
-    size_t out_len, err_len;
-};
-
-static int tmp_fd(void) {
-    char path[] = "/tmp/picolm-clid-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    (void)unlink(path);
-    return fd;
-}
-
-static char *slurp(int fd, size_t *ret_len) {
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    char *buf = malloc((size_t)st.st_size + 1);
-    assert_non_null(buf);
-    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    size_t len = 0;
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        assert_true(n > 0);
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    *ret_len = len;
-    return buf;
-}
-
 /* Run picolm with argv (NULL-terminated, argv[0] = "picolm"), stdin text and, when env_sock
  * is set, PICOLM_SOCKET=env_sock (else unset). */
-static struct run run_cli(const char *const *argv, const char *in, const char *env_sock) {
-    int fin = tmp_fd(), fout = tmp_fd(), ferr = tmp_fd();
-    size_t in_len = in ? strlen(in) : 0;
-    if (in_len)
-        assert_int_equal(write(fin, in, in_len), (ssize_t)in_len);
-    assert_int_equal(lseek(fin, 0, SEEK_SET), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        (void)dup2(fin, 0);
-        (void)dup2(fout, 1);
-        (void)dup2(ferr, 2);
-        if (env_sock)
-            (void)setenv("PICOLM_SOCKET", env_sock, 1);
-        else
-            (void)unsetenv("PICOLM_SOCKET");
-        execv(PICOLM, (char *const *)argv);
-        _exit(127);
+static struct pl_test_run run_cli(const char *const *argv, const char *in, const char *env_sock) {
+    char sock[256];
+    const char *env[] = {"PICOLM_SOCKET", NULL};
+    if (env_sock) {
+        assert_true((size_t)snprintf(sock, sizeof(sock), "PICOLM_SOCKET=%s", env_sock) <
+                    sizeof(sock));
+        env[0] = sock;
     }
-    int ws = 0;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    struct run r = {0};
-    r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    r.out = slurp(fout, &r.out_len);
-    r.err = slurp(ferr, &r.err_len);
-    close(fin);
-    close(fout);
-    close(ferr);
+    struct pl_test_run r;
+    assert_int_equal(pl_test_run(PICOLM, argv, in, in ? strlen(in) : 0, env, &r), 0);
     return r;
 }
 
-static void run_free(struct run *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static void assert_ok(const struct run *r, const char *what) {
+static void assert_ok(const struct pl_test_run *r, const char *what) {
     if (r->status != 0)
         fail_msg("%s: exit %d, stderr: %s", what, r->status, r->err);
 }
 
-static void assert_one_error_line(const struct run *r, int status) {
+static void assert_one_error_line(const struct pl_test_run *r, int status) {
     if (r->status != status)
         fail_msg("exit %d, want %d (stderr: %s)", r->status, status, r->err);
     assert_int_equal(r->out_len, 0);
@@ -185,13 +131,13 @@ static void test_generate_through_daemon_equals_in_process(void **state) {
                                 "--temp", "0", "-n", "32", "--ignore-eos", "--json", NULL};
         const char *l_argv[] = {"picolm", "generate", "--model", g_model, "--tokens", ids,
                                 "--temp", "0", "-n", "32", "--ignore-eos", "--json", NULL};
-        struct run d = run_cli(d_argv, NULL, NULL), l = run_cli(l_argv, NULL, NULL);
+        struct pl_test_run d = run_cli(d_argv, NULL, NULL), l = run_cli(l_argv, NULL, NULL);
         assert_ok(&d, "generate --socket");
         assert_ok(&l, "generate --model");
         if (d.out_len != l.out_len || memcmp(d.out, l.out, d.out_len))
             fail_msg("daemon:\n%s\nin-process:\n%s", d.out, l.out);
-        run_free(&d);
-        run_free(&l);
+        pl_test_run_free(&d);
+        pl_test_run_free(&l);
         free(ids);
     }
     /* Text prompt, streamed (no --json). */
@@ -199,26 +145,26 @@ static void test_generate_through_daemon_equals_in_process(void **state) {
                             "--temp", "0", "-n", "24", NULL};
     const char *l_argv[] = {"picolm", "generate", "--model", g_model, "-p", "Once upon a time",
                             "--temp", "0", "-n", "24", NULL};
-    struct run d = run_cli(d_argv, NULL, NULL), l = run_cli(l_argv, NULL, NULL);
+    struct pl_test_run d = run_cli(d_argv, NULL, NULL), l = run_cli(l_argv, NULL, NULL);
     assert_ok(&d, "generate -p --socket");
     assert_ok(&l, "generate -p --model");
     assert_true(d.out_len > 0);
     assert_int_equal(d.out_len, l.out_len);
     assert_memory_equal(d.out, l.out, d.out_len);
-    run_free(&d);
-    run_free(&l);
+    pl_test_run_free(&d);
+    pl_test_run_free(&l);
 }
 
 static void test_picolm_socket_is_the_default(void **state) {
     (void)state;
     const char *argv[] = {"picolm", "tokenize", "-p", "Hello world", NULL};
     const char *l_argv[] = {"picolm", "tokenize", "--model", g_model, "-p", "Hello world", NULL};
-    struct run d = run_cli(argv, NULL, g_sock), l = run_cli(l_argv, NULL, NULL);
+    struct pl_test_run d = run_cli(argv, NULL, g_sock), l = run_cli(l_argv, NULL, NULL);
     assert_ok(&d, "tokenize via $PICOLM_SOCKET");
     assert_ok(&l, "tokenize --model");
     assert_string_equal(d.out, l.out);
-    run_free(&d);
-    run_free(&l);
+    pl_test_run_free(&d);
+    pl_test_run_free(&l);
 
     /* stdin, without special tokens. */
     const char *s_argv[] = {"picolm", "tokenize", "--socket", g_sock, "--no-bos", NULL};
@@ -227,32 +173,32 @@ static void test_picolm_socket_is_the_default(void **state) {
     l = run_cli(ls_argv, "The quick brown fox", NULL);
     assert_ok(&d, "tokenize stdin");
     assert_string_equal(d.out, l.out);
-    run_free(&d);
-    run_free(&l);
+    pl_test_run_free(&d);
+    pl_test_run_free(&l);
 }
 
 static void test_info_describes_the_daemon_model(void **state) {
     (void)state;
     const char *argv[] = {"picolm", "info", "--socket", g_sock, NULL};
-    struct run r = run_cli(argv, NULL, NULL);
+    struct pl_test_run r = run_cli(argv, NULL, NULL);
     assert_ok(&r, "info");
     assert_non_null(strstr(r.out, "llama"));
     assert_non_null(strstr(r.out, "512"));
     assert_non_null(strstr(r.out, g_sock));
-    run_free(&r);
+    pl_test_run_free(&r);
     const char *jargv[] = {"picolm", "info", "--socket", g_sock, "--json", NULL};
     r = run_cli(jargv, NULL, NULL);
     assert_ok(&r, "info --json");
     assert_non_null(strstr(r.out, "\"n_vocab\":512"));
     assert_non_null(strstr(r.out, "\"daemon\":true"));
-    run_free(&r);
+    pl_test_run_free(&r);
 }
 
 static void test_chat_answers_each_line(void **state) {
     (void)state;
     const char *c_argv[] = {"picolm", "chat", "--socket", g_sock, "--temp", "0", "-n", "16",
                             NULL};
-    struct run c = run_cli(c_argv, "Once upon a time\nLily went\n", NULL);
+    struct pl_test_run c = run_cli(c_argv, "Once upon a time\nLily went\n", NULL);
     assert_ok(&c, "chat");
     /* Two answers, one line each at least. */
     size_t lines = 0;
@@ -262,20 +208,20 @@ static void test_chat_answers_each_line(void **state) {
     /* The first answer is what generate prints for that line. */
     const char *g_argv[] = {"picolm", "generate", "--socket", g_sock, "-p", "Once upon a time",
                             "--temp", "0", "-n", "16", NULL};
-    struct run g = run_cli(g_argv, NULL, NULL);
+    struct pl_test_run g = run_cli(g_argv, NULL, NULL);
     assert_ok(&g, "generate");
     assert_true(c.out_len > g.out_len);
     assert_memory_equal(c.out, g.out, g.out_len);
-    run_free(&c);
-    run_free(&g);
+    pl_test_run_free(&c);
+    pl_test_run_free(&g);
 
     /* In-process chat works the same way. */
     const char *l_argv[] = {"picolm", "chat", "--model", g_model, "--temp", "0", "-n", "16",
                             NULL};
-    struct run l = run_cli(l_argv, "Once upon a time\n", NULL);
+    struct pl_test_run l = run_cli(l_argv, "Once upon a time\n", NULL);
     assert_ok(&l, "chat --model");
     assert_true(l.out_len > 0);
-    run_free(&l);
+    pl_test_run_free(&l);
 }
 
 static void test_exit_codes(void **state) {
@@ -283,35 +229,35 @@ static void test_exit_codes(void **state) {
     /* 3: nobody listens. */
     const char *u_argv[] = {"picolm", "generate", "--socket", "/nonexistent/picolm.sock", "-p",
                             "x", NULL};
-    struct run r = run_cli(u_argv, NULL, NULL);
+    struct pl_test_run r = run_cli(u_argv, NULL, NULL);
     assert_one_error_line(&r, 3);
-    run_free(&r);
+    pl_test_run_free(&r);
     const char *u2_argv[] = {"picolm", "info", NULL};
     r = run_cli(u2_argv, NULL, "/nonexistent/from-env.sock");
     assert_one_error_line(&r, 3);
     assert_non_null(strstr(r.err, "from-env.sock"));
-    run_free(&r);
+    pl_test_run_free(&r);
     const char *u3_argv[] = {"picolm", "chat", "--socket", "/nonexistent/picolm.sock", NULL};
     r = run_cli(u3_argv, "hello\n", NULL);
     assert_one_error_line(&r, 3);
-    run_free(&r);
+    pl_test_run_free(&r);
 
     /* 2: bad usage. */
     const char *b_argv[] = {"picolm", "generate", "--socket", g_sock, "--model", g_model, "-p",
                             "x", NULL};
     r = run_cli(b_argv, NULL, NULL);
     assert_one_error_line(&r, 2);
-    run_free(&r);
+    pl_test_run_free(&r);
     const char *e_argv[] = {"picolm", "eval", "--socket", g_sock, "--tokens", "1,2",
                             "--logits-out", "/dev/null", NULL};
     r = run_cli(e_argv, NULL, NULL);
     assert_one_error_line(&r, 2);
-    run_free(&r);
+    pl_test_run_free(&r);
     const char *t_argv[] = {"picolm", "generate", "--socket", g_sock, "--threads", "2", "-p",
                             "x", NULL};
     r = run_cli(t_argv, NULL, NULL);
     assert_one_error_line(&r, 2);
-    run_free(&r);
+    pl_test_run_free(&r);
 }
 
 int main(void) {

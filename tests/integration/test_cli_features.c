@@ -34,6 +34,7 @@
 #include "pl/engine_gguf.h"
 #include "pl/engine_model.h"
 #include "pl/engine_tokenizer.h"
+#include "run.h"
 
 #define PICOLM PL_BINARY_DIR "/bin/picolm"
 #define PICOLMD PL_BINARY_DIR "/bin/picolmd"
@@ -45,77 +46,19 @@ static pid_t g_daemon;
 
 /* ---- Running the CLI ---- */
 
-struct run {
-    int status;
-    char *out, *err;
-    size_t out_len, err_len;
-};
-
-static int tmp_fd(void) {
-    char path[] = "/tmp/picolm-clif-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    (void)unlink(path);
-    return fd;
-}
-
-static char *slurp(int fd, size_t *ret_len) {
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    char *buf = malloc((size_t)st.st_size + 1);
-    assert_non_null(buf);
-    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    size_t len = 0;
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        assert_true(n > 0);
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    *ret_len = len;
-    return buf;
-}
-
-static struct run run_cli(const char *const *argv, const char *in) {
-    int fin = tmp_fd(), fout = tmp_fd(), ferr = tmp_fd();
-    size_t in_len = in ? strlen(in) : 0;
-    if (in_len)
-        assert_int_equal(write(fin, in, in_len), (ssize_t)in_len);
-    assert_int_equal(lseek(fin, 0, SEEK_SET), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        (void)dup2(fin, 0);
-        (void)dup2(fout, 1);
-        (void)dup2(ferr, 2);
-        (void)unsetenv("PICOLM_SOCKET");
-        execv(PICOLM, (char *const *)argv);
-        _exit(127);
-    }
-    int ws = 0;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    struct run r = {0};
-    r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    r.out = slurp(fout, &r.out_len);
-    r.err = slurp(ferr, &r.err_len);
-    close(fin);
-    close(fout);
-    close(ferr);
+static struct pl_test_run run_cli(const char *const *argv, const char *in) {
+    const char *env[] = {"PICOLM_SOCKET", NULL};
+    struct pl_test_run r;
+    assert_int_equal(pl_test_run(PICOLM, argv, in, in ? strlen(in) : 0, env, &r), 0);
     return r;
 }
 
-static void run_free(struct run *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static void assert_ok(const struct run *r, const char *what) {
+static void assert_ok(const struct pl_test_run *r, const char *what) {
     if (r->status != 0)
         fail_msg("%s: exit %d, stderr: %s", what, r->status, r->err);
 }
 
-static void assert_usage_error(const struct run *r, const char *what) {
+static void assert_usage_error(const struct pl_test_run *r, const char *what) {
     if (r->status != 2)
         fail_msg("%s: exit %d, want 2 (stderr: %s)", what, r->status, r->err);
     assert_int_equal(r->out_len, 0);
@@ -152,7 +95,7 @@ static void args_add(struct args *a, const char *x) {
     a->v[a->n] = NULL;
 }
 
-static struct pl_json *parse_out(const struct run *r) {
+static struct pl_json *parse_out(const struct pl_test_run *r) {
     struct pl_json *j = NULL;
     char err[256];
     if (pl_json_parse(r->out, r->out_len, &j, err, sizeof(err)) != 0)
@@ -263,7 +206,7 @@ static void test_json_output_parses_in_both_modes(void **state) {
                 args_add(&a, "--format");
                 args_add(&a, "json");
             }
-            struct run r = run_cli(a.v, NULL);
+            struct pl_test_run r = run_cli(a.v, NULL);
             assert_ok(&r, "generate --format/--json-schema");
             struct pl_json *j = parse_out(&r);
             const struct pl_json *t = pl_json_get(j, "text");
@@ -287,7 +230,7 @@ static void test_json_output_parses_in_both_modes(void **state) {
             pl_json_free(v);
             texts[mode] = strdup(r.out);
             pl_json_free(j);
-            run_free(&r);
+            pl_test_run_free(&r);
         }
         /* Same engine calls in-process as in picolmd: the same greedy tokens. */
         assert_string_equal(texts[0], texts[1]);
@@ -302,7 +245,7 @@ static void test_stop_ends_before_the_string(void **state) {
     (void)state;
     const char *base[] = {"picolm", "generate", "--model", g_model, "-p", "Once upon a time",
                           "-n", "40", "--temp", "0", NULL};
-    struct run full = run_cli(base, NULL);
+    struct pl_test_run full = run_cli(base, NULL);
     assert_ok(&full, "generate");
     assert_true(full.out_len > 30);
     /* A stop string from the middle of the greedy output (likely across token pieces). */
@@ -318,12 +261,12 @@ static void test_stop_ends_before_the_string(void **state) {
                               "--stop", stop2, "--stop", stop};
         for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
             args_add(&a, rest[i]);
-        struct run r = run_cli(a.v, NULL);
+        struct pl_test_run r = run_cli(a.v, NULL);
         assert_ok(&r, "generate --stop");
         if (r.out_len != at || memcmp(r.out, full.out, at) != 0)
             fail_msg("mode %d: stop '%s': got '%s', want the first %zu bytes of '%s'", mode,
                      stop, r.out, at, full.out);
-        run_free(&r);
+        pl_test_run_free(&r);
         /* In --json, the text also ends there. */
         args_add(&a, "--json");
         r = run_cli(a.v, NULL);
@@ -333,9 +276,9 @@ static void test_stop_ends_before_the_string(void **state) {
         assert_int_equal(t->str_len, at);
         assert_memory_equal(t->str, full.out, at);
         pl_json_free(j);
-        run_free(&r);
+        pl_test_run_free(&r);
     }
-    run_free(&full);
+    pl_test_run_free(&full);
 }
 
 /* ---- --messages ---- */
@@ -373,7 +316,7 @@ static void test_messages_render_as_the_engine_does(void **state) {
 
     const char *argv[] = {"picolm", "generate", "--model", g_model, "--messages", path, "-n",
                           "0", "--json", NULL};
-    struct run r = run_cli(argv, NULL);
+    struct pl_test_run r = run_cli(argv, NULL);
     assert_ok(&r, "generate --messages -n 0");
     struct pl_json *j = parse_out(&r);
     const struct pl_json *p = pl_json_get(j, "prompt_tokens");
@@ -383,7 +326,7 @@ static void test_messages_render_as_the_engine_does(void **state) {
     for (size_t i = 0; i < n_want; i++)
         assert_int_equal((int32_t)pl_json_at(p, i)->number, want[i]);
     pl_json_free(j);
-    run_free(&r);
+    pl_test_run_free(&r);
 
     /* Greedy answers: in-process equals the daemon (which renders it itself), and an
      * explicit --template chatml changes nothing on this model. */
@@ -405,7 +348,7 @@ static void test_messages_render_as_the_engine_does(void **state) {
         if (k == 1)
             assert_int_equal(pl_json_get(j, "prompt_tokens")->type, PL_JSON_NULL);
         pl_json_free(j);
-        run_free(&r);
+        pl_test_run_free(&r);
     }
     assert_string_equal(outs[0], outs[1]);
     assert_string_equal(outs[0], outs[2]);
@@ -425,7 +368,7 @@ static void test_logprobs_in_json_output(void **state) {
                               "3"};
         for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
             args_add(&a, rest[i]);
-        struct run r = run_cli(a.v, NULL);
+        struct pl_test_run r = run_cli(a.v, NULL);
         assert_ok(&r, "generate --logprobs");
         js[mode] = parse_out(&r);
         const struct pl_json *toks = pl_json_get(js[mode], "tokens");
@@ -449,7 +392,7 @@ static void test_logprobs_in_json_output(void **state) {
                 assert_true(pl_json_get(pl_json_at(top, k), "logprob")->number <=
                             pl_json_get(pl_json_at(top, k - 1), "logprob")->number);
         }
-        run_free(&r);
+        pl_test_run_free(&r);
     }
     /* Both modes: the same tokens and alternatives, the same values (to float precision). */
     const struct pl_json *a = pl_json_get(js[0], "logprobs"), *b = pl_json_get(js[1], "logprobs");
@@ -470,11 +413,11 @@ static void test_logprobs_in_json_output(void **state) {
     /* Without --json: a note on stderr, plain text on stdout. */
     const char *argv[] = {"picolm", "generate", "--model", g_model, "-p", "Hello", "-n", "4",
                           "--temp", "0", "--logprobs", "2", NULL};
-    struct run r = run_cli(argv, NULL);
+    struct pl_test_run r = run_cli(argv, NULL);
     assert_ok(&r, "generate --logprobs without --json");
     assert_non_null(strstr(r.err, "--logprobs is printed with --json only"));
     assert_null(strchr(r.out, '{'));
-    run_free(&r);
+    pl_test_run_free(&r);
 }
 
 /* ---- Argument errors ---- */
@@ -529,20 +472,20 @@ static void test_argument_errors_exit_2_with_one_line(void **state) {
                     args_add(&a, nums[k]);
                 }
             }
-            struct run r = run_cli(a.v, NULL);
+            struct pl_test_run r = run_cli(a.v, NULL);
             char what[96];
             (void)snprintf(what, sizeof(what), "mode %d case %zu (%s)", mode, c, cases[c][0]);
             assert_usage_error(&r, what);
-            run_free(&r);
+            pl_test_run_free(&r);
         }
     }
     /* Messages for a model without a chat template, in-process: exit 2, one line. */
     const char *argv[] = {"picolm", "generate", "--model", g_plain_model, "--messages", good,
                           "-n", "2", NULL};
-    struct run r = run_cli(argv, NULL);
+    struct pl_test_run r = run_cli(argv, NULL);
     assert_usage_error(&r, "--messages on a model without a template");
     assert_non_null(strstr(r.err, "--template"));
-    run_free(&r);
+    pl_test_run_free(&r);
 }
 
 /* ---- chat ---- */
@@ -558,7 +501,7 @@ static void test_chat_uses_the_template_and_keeps_history(void **state) {
         const char *rest[] = {"-n", "12", "--temp", "0"};
         for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
             args_add(&a, rest[i]);
-        struct run c = run_cli(a.v, "Tell me a story.\nAnd then?\n");
+        struct pl_test_run c = run_cli(a.v, "Tell me a story.\nAnd then?\n");
         assert_ok(&c, "chat");
         assert_null(strstr(c.err, "plain concatenation"));
         /* The first answer is generate --messages [that line], then a newline. */
@@ -566,7 +509,7 @@ static void test_chat_uses_the_template_and_keeps_history(void **state) {
         const char *rest2[] = {"--messages", path, "-n", "12", "--temp", "0"};
         for (size_t i = 0; i < sizeof(rest2) / sizeof(rest2[0]); i++)
             args_add(&a, rest2[i]);
-        struct run g = run_cli(a.v, NULL);
+        struct pl_test_run g = run_cli(a.v, NULL);
         assert_ok(&g, "generate --messages");
         if (c.out_len <= g.out_len || memcmp(c.out, g.out, g.out_len) != 0 ||
             c.out[g.out_len] != '\n')
@@ -576,18 +519,18 @@ static void test_chat_uses_the_template_and_keeps_history(void **state) {
         assert_true(c.out_len > g.out_len + 1);
         assert_int_equal(c.out[c.out_len - 1], '\n');
         assert_null(strstr(c.out, "<|im_end|>"));
-        run_free(&c);
-        run_free(&g);
+        pl_test_run_free(&c);
+        pl_test_run_free(&g);
     }
     /* A model without a template: plain concatenation, said once. */
     const char *argv[] = {"picolm", "chat", "--model", g_plain_model, "-n", "4", "--temp", "0",
                           NULL};
-    struct run c = run_cli(argv, "one\ntwo\nthree\n");
+    struct pl_test_run c = run_cli(argv, "one\ntwo\nthree\n");
     assert_ok(&c, "chat without a template");
     const char *p = strstr(c.err, "plain concatenation");
     assert_non_null(p);
     assert_null(strstr(p + 1, "plain concatenation"));
-    run_free(&c);
+    pl_test_run_free(&c);
 }
 
 /* ---- libpicolm through picolmd ---- */
