@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Minimal recursive-descent JSON parser for tests; see json.h. */
 #include "json.h"
+#include "run.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_DEPTH 128
@@ -319,33 +319,11 @@ bad:
 
 int pl_json_load_file(const char *path, struct pl_json **ret, char *err, size_t err_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    char *buf = NULL;
-    int r;
     if (fd < 0)
         return -errno;
-    if (fstat(fd, &st) < 0) {
-        r = -errno;
-        goto out;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        r = -ENOMEM;
-        goto out;
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            r = n < 0 ? -errno : -EIO;
-            goto out;
-        }
-        got += (size_t)n;
-    }
-    r = pl_json_parse(buf, got, ret, err, err_len);
-out:
+    size_t len = 0;
+    char *buf = pl_test_read_fd(fd, &len);
+    int r = buf ? pl_json_parse(buf, len, ret, err, err_len) : -errno;
     free(buf);
     close(fd);
     return r;
