@@ -41,8 +41,8 @@ static void set_msg(char *msg, size_t len, const char *text) {
 
 /* ---- Loading ---- */
 
-static int load(struct pl_daemon_access *a, struct pl_policy **ret, bool *ret_builtin,
-                char *err, size_t err_len) {
+static int load(struct pl_daemon_access *a, struct pl_policy **ret, bool *ret_builtin, char *err,
+                size_t err_len) {
     struct pl_policy_error perr = {0};
     int r = pl_policy_new_from_file(a->path, ret, &perr);
     if (r == -ENOENT && !a->path_explicit) {
@@ -66,7 +66,8 @@ int pl_daemon_access_init(struct pl_daemon_access *a, const char *path, uint32_t
     memset(a, 0, sizeof(*a));
     a->path_explicit = path && path[0];
     a->owner_uid = (uint32_t)geteuid();
-    (void)snprintf(a->path, sizeof(a->path), "%s", a->path_explicit ? path : PL_POLICY_DEFAULT_PATH);
+    (void)snprintf(a->path, sizeof(a->path), "%s",
+                   a->path_explicit ? path : PL_POLICY_DEFAULT_PATH);
     /* Every open session holds one entry; the rest keep the buckets of recent uids, so that
      * reconnecting does not refill a bucket. */
     a->n_users = max_sessions * 2u + 16u;
@@ -86,7 +87,8 @@ int pl_daemon_access_init(struct pl_daemon_access *a, const char *path, uint32_t
     a->loaded_unix_ns = unix_now_ns();
     if (a->builtin)
         pl_log_info("policy: %s does not exist: using the built-in policy (everyone allowed, "
-                    "default limits)", a->path);
+                    "default limits)",
+                    a->path);
     else
         pl_log_info("policy: %s: %zu rules", a->path, pl_policy_n_rules(a->policy));
     return 0;
@@ -153,7 +155,8 @@ static struct pl_daemon_access_user *user_get(struct pl_daemon_access *a, uint32
         if (!u->used) {
             if (!spare || spare->used)
                 spare = u;
-        } else if (u->refs == 0 && (!spare || (spare->used && u->last_used_ns < spare->last_used_ns))) {
+        } else if (u->refs == 0 &&
+                   (!spare || (spare->used && u->last_used_ns < spare->last_used_ns))) {
             spare = u;
         }
     }
@@ -174,16 +177,16 @@ static void log_refusal(struct pl_daemon_access_user *u, uint64_t now_ns, int pi
     if (u && !pl_policy_ratelimit_allow(&u->log_rl, now_ns, &suppressed))
         return;
     if (suppressed)
-        pl_log_warn("refused pid %d uid %u: %s (%llu similar refusals of this uid suppressed)",
-                    pid, u ? u->uid : 0u, what, (unsigned long long)suppressed);
+        pl_log_warn("refused pid %d uid %u: %s (%llu similar refusals of this uid suppressed)", pid,
+                    u ? u->uid : 0u, what, (unsigned long long)suppressed);
     else
         pl_log_warn("refused pid %d uid %u: %s", pid, u ? u->uid : 0u, what);
 }
 
 /* ---- Sessions ---- */
 
-int pl_daemon_access_admit(struct pl_daemon_access *a, struct pl_daemon_session *s,
-                           uint64_t now_ns, char *msg, size_t msg_len) {
+int pl_daemon_access_admit(struct pl_daemon_access *a, struct pl_daemon_session *s, uint64_t now_ns,
+                           char *msg, size_t msg_len) {
     struct pl_policy_verdict v;
     size_t n_groups = peer_groups(a, s->sock);
     struct pl_daemon_access_user *u = user_get(a, s->peer.uid, now_ns);
@@ -250,10 +253,9 @@ void pl_daemon_access_leave(struct pl_daemon_access *a, struct pl_daemon_session
 
 /* ---- Requests ---- */
 
-int pl_daemon_access_request_check(struct pl_daemon_access *a,
-                                   const struct pl_daemon_session *s, uint32_t n_prompt,
-                                   uint32_t max_tokens, uint32_t *ret_cap, char *msg,
-                                   size_t msg_len) {
+int pl_daemon_access_request_check(struct pl_daemon_access *a, const struct pl_daemon_session *s,
+                                   uint32_t n_prompt, uint32_t max_tokens, uint32_t *ret_cap,
+                                   char *msg, size_t msg_len) {
     const struct pl_policy_limits *l = &s->limits;
     struct pl_policy_refusal why;
     (void)a;

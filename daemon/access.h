@@ -21,7 +21,7 @@ struct pl_daemon_req;
 
 struct pl_daemon_access_user {
     uint32_t uid;
-    uint32_t refs;                 /* sessions of this uid holding the entry */
+    uint32_t refs; /* sessions of this uid holding the entry */
     uint64_t last_used_ns;
     struct pl_policy_usage usage;
     struct pl_policy_bucket bucket;
@@ -30,25 +30,25 @@ struct pl_daemon_access_user {
 };
 
 struct pl_daemon_access {
-    struct pl_policy *policy;      /* in force; never NULL after init */
-    char path[4096];               /* the file reloads read */
-    bool path_explicit;            /* --policy given: a missing file is an error */
-    bool builtin;                  /* the built-in allow-everyone policy is in force */
+    struct pl_policy *policy; /* in force; never NULL after init */
+    char path[4096];          /* the file reloads read */
+    bool path_explicit;       /* --policy given: a missing file is an error */
+    bool builtin;             /* the built-in allow-everyone policy is in force */
     uint64_t loaded_unix_ns;
     uint64_t n_reloads, n_reload_errors, n_denied, n_quota;
-    char last_error[512];          /* of the last failed (re)load, "" when none */
+    char last_error[512]; /* of the last failed (re)load, "" when none */
     struct pl_daemon_access_user *users;
-    uint32_t n_users;              /* capacity */
-    uint32_t *groups;              /* [PL_POLICY_MAX_GROUPS] SO_PEERGROUPS scratch */
+    uint32_t n_users; /* capacity */
+    uint32_t *groups; /* [PL_POLICY_MAX_GROUPS] SO_PEERGROUPS scratch */
     struct pl_policy_ratelimit admin_rl;
-    uint32_t owner_uid;            /* euid at start-up, before any privilege drop */
+    uint32_t owner_uid; /* euid at start-up, before any privilege drop */
 };
 
 /* Built-in policy used when the default file is missing: everyone is allowed, with no
  * per-user limits beyond the daemon's own (max_sessions, max_requests, ctx), weight 100,
  * interactive. */
 #define PL_DAEMON_ACCESS_BUILTIN                                                                   \
-    "[rule everyone]\nmatch = default\naccess = allow\nmax_sessions = unlimited\n"                  \
+    "[rule everyone]\nmatch = default\naccess = allow\nmax_sessions = unlimited\n"                 \
     "max_queued = unlimited\nmax_prompt_tokens = unlimited\nmax_new_tokens = unlimited\n"
 
 /* Load the policy (path "" = PL_POLICY_DEFAULT_PATH; when that default file does not exist
@@ -71,8 +71,8 @@ int64_t pl_daemon_access_admin_gid(const struct pl_daemon_access *a);
  * uid's max_sessions; returns 0. Otherwise returns -PL_ERR_DENIED (policy refuses) or
  * -PL_ERR_QUOTA (max_sessions) or -errno, logs once per uid with rate limiting, and writes
  * the reason to msg. */
-int pl_daemon_access_admit(struct pl_daemon_access *a, struct pl_daemon_session *s,
-                           uint64_t now_ns, char *msg, size_t msg_len);
+int pl_daemon_access_admit(struct pl_daemon_access *a, struct pl_daemon_session *s, uint64_t now_ns,
+                           char *msg, size_t msg_len);
 /* The session ends (kill or close): undo its counts. Idempotent. */
 void pl_daemon_access_leave(struct pl_daemon_access *a, struct pl_daemon_session *s);
 
@@ -80,10 +80,9 @@ void pl_daemon_access_leave(struct pl_daemon_access *a, struct pl_daemon_session
  * session s. Checks max_prompt_tokens, max_new_tokens and max_context; returns 0 and the
  * largest number of new tokens the policy allows in *ret_cap (UINT32_MAX: no limit), or
  * -PL_ERR_QUOTA with the limit named in msg. Takes nothing. */
-int pl_daemon_access_request_check(struct pl_daemon_access *a,
-                                   const struct pl_daemon_session *s, uint32_t n_prompt,
-                                   uint32_t max_tokens, uint32_t *ret_cap, char *msg,
-                                   size_t msg_len);
+int pl_daemon_access_request_check(struct pl_daemon_access *a, const struct pl_daemon_session *s,
+                                   uint32_t n_prompt, uint32_t max_tokens, uint32_t *ret_cap,
+                                   char *msg, size_t msg_len);
 /* Account the request q (n_prompt and max_new set) before it is handed to the scheduler:
  * one queued request against max_queued, and n_prompt + max_new tokens from the uid's
  * token bucket. Returns 0, or -PL_ERR_QUOTA (nothing taken) with the limit named in msg. */

@@ -191,9 +191,9 @@ static void quant_mix(const struct pl_gguf *g, char *out, size_t cap) {
         if (best == 64 || !total)
             break;
         const struct pl_type_info *ti = pl_type_info(best);
-        int n = snprintf(out + len, cap - len, "%s%s %.1f%%", len ? ", " : "",
-                         ti && ti->name ? ti->name : "?",
-                         100.0 * (double)bytes[best] / (double)total);
+        int n =
+            snprintf(out + len, cap - len, "%s%s %.1f%%", len ? ", " : "",
+                     ti && ti->name ? ti->name : "?", 100.0 * (double)bytes[best] / (double)total);
         if (n < 0 || (size_t)n >= cap - len)
             break;
         len += (size_t)n;
@@ -219,8 +219,8 @@ static int do_status(struct pl_daemon *d, int fd, resp_t *resp,
     r.bytes_hugetlb = huge;
     r.bytes_thp = thp;
     r.backing = d->res.backing;
-    (void)snprintf(reason, sizeof(reason), "%s%s%s", d->res.reason,
-                   d->res.locked ? "" : "; ", d->res.locked ? "" : d->res.lock_reason);
+    (void)snprintf(reason, sizeof(reason), "%s%s%s", d->res.reason, d->res.locked ? "" : "; ",
+                   d->res.locked ? "" : d->res.lock_reason);
     r.backing_reason = reason;
     r.locked = d->res.locked;
     r.address = (uint64_t)(uintptr_t)d->res.base;
@@ -349,8 +349,8 @@ out:
 
 /* Queue a session-level Error (request_id 0) for the client: libpicolm reports it as the
  * reason its connection ended. The caller checked the outbox has room. */
-static void queue_session_error(struct pl_daemon *d, struct pl_daemon_session *s,
-                                uint32_t code, const char *msg) {
+static void queue_session_error(struct pl_daemon *d, struct pl_daemon_session *s, uint32_t code,
+                                const char *msg) {
     Picolm__V1__Error e = PICOLM__V1__ERROR__INIT;
     struct pl_daemon_outbox_slot *o = pl_daemon_session_outbox_next(s);
     e.code = (Picolm__V1__ErrorCode)code;
@@ -486,8 +486,8 @@ static void kv_text(const struct pl_gguf_kv *kv, char *out, size_t cap) {
         if (n + 1 <= cap) {
             (void)snprintf(out, cap, "%.*s", (int)n, kv->v.str.ptr);
         } else {
-            (void)snprintf(out, cap, "%.*s... (%" PRIu64 " bytes)", (int)(cap - 32),
-                           kv->v.str.ptr, n);
+            (void)snprintf(out, cap, "%.*s... (%" PRIu64 " bytes)", (int)(cap - 32), kv->v.str.ptr,
+                           n);
         }
         return;
     }

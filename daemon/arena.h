@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 struct pl_daemon_arena {
-    uint8_t *buf;  /* owned */
+    uint8_t *buf; /* owned */
     size_t cap;
     size_t used;
-    size_t peak;   /* high-water mark, for stats */
-    uint64_t n_refused; /* allocations that did not fit */
+    size_t peak;           /* high-water mark, for stats */
+    uint64_t n_refused;    /* allocations that did not fit */
     ProtobufCAllocator pb; /* allocator_data points back here */
 };
 

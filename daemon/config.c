@@ -20,8 +20,8 @@ struct key {
     const char *name;
     enum kind kind;
     size_t off;
-    size_t size;   /* K_STR: buffer size */
-    uint64_t max;  /* K_U32/K_U64: inclusive upper bound */
+    size_t size;  /* K_STR: buffer size */
+    uint64_t max; /* K_U32/K_U64: inclusive upper bound */
     const char *help;
 };
 
@@ -169,8 +169,8 @@ static int apply(struct pl_daemon_config *c, const struct key *k, const char *v,
     case K_U32:
     case K_U64:
         if (!parse_u64(v, k->max, &x))
-            return set_err(err, err_len, "%s: %s: '%s' is not a number in [0, %llu]", src,
-                           k->name, v, (unsigned long long)k->max);
+            return set_err(err, err_len, "%s: %s: '%s' is not a number in [0, %llu]", src, k->name,
+                           v, (unsigned long long)k->max);
         if (k->kind == K_U32)
             *(uint32_t *)(void *)(base + k->off) = (uint32_t)x;
         else
@@ -180,8 +180,7 @@ static int apply(struct pl_daemon_config *c, const struct key *k, const char *v,
         bool b;
         if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "on"))
             b = true;
-        else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0") ||
-                 !strcmp(v, "off"))
+        else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0") || !strcmp(v, "off"))
             b = false;
         else
             return set_err(err, err_len, "%s: %s: '%s' is not a boolean", src, k->name, v);
@@ -202,8 +201,7 @@ static int apply(struct pl_daemon_config *c, const struct key *k, const char *v,
         else if (!strcmp(v, "debug"))
             c->log_level = PL_LOG_DEBUG;
         else
-            return set_err(err, err_len, "%s: log_level: '%s' is not err/warn/info/debug", src,
-                           v);
+            return set_err(err, err_len, "%s: log_level: '%s' is not err/warn/info/debug", src, v);
         return 0;
     case K_HUGE:
         if (!strcmp(v, "auto"))

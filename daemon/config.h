@@ -24,17 +24,17 @@ enum pl_daemon_hugepages {
 struct pl_daemon_config {
     char model[4096];
     char socket_dir[512];
-    char config_path[4096];       /* "" when none */
+    char config_path[4096];            /* "" when none */
     uint32_t cpus[PL_DAEMON_MAX_CPUS]; /* inference + matmul worker cores */
-    uint32_t n_cpus;              /* 0: every CPU the daemon may run on, unpinned */
-    uint32_t n_ctx;               /* tokens per request; 0: min(n_ctx_train, 4096) */
-    uint64_t kv_pool_tokens;      /* 0: from kv_pool_mb, else n_ctx * max_active */
+    uint32_t n_cpus;                   /* 0: every CPU the daemon may run on, unpinned */
+    uint32_t n_ctx;                    /* tokens per request; 0: min(n_ctx_train, 4096) */
+    uint64_t kv_pool_tokens;           /* 0: from kv_pool_mb, else n_ctx * max_active */
     uint64_t kv_pool_mb;
-    uint32_t max_sessions;        /* connected clients */
-    uint32_t max_requests;        /* in flight per session (bounded per-session queue) */
-    uint32_t max_active;          /* requests decoding at once (engine sequences) */
-    uint32_t batch;               /* max tokens per forward step */
-    uint32_t kv_type;             /* enum pl_kv_type */
+    uint32_t max_sessions; /* connected clients */
+    uint32_t max_requests; /* in flight per session (bounded per-session queue) */
+    uint32_t max_active;   /* requests decoding at once (engine sequences) */
+    uint32_t batch;        /* max tokens per forward step */
+    uint32_t kv_type;      /* enum pl_kv_type */
     bool require_mlock;
     bool foreground;
     uint32_t hugepages;           /* enum pl_daemon_hugepages */
@@ -46,16 +46,16 @@ struct pl_daemon_config {
     uint32_t prefix_cache_tokens; /* shared prefix KV cache, tokens (0: off) */
     char prefix_cache_dir[4096];  /* persist the prefix cache there ("": in memory only) */
     /* live: re-read on SIGHUP */
-    int log_level;                /* enum pl_log_level */
-    uint32_t prefill_chunk;       /* prompt tokens per step over all prefilling requests */
-    uint32_t stream_coalesce_us;  /* a streamed token may wait this long for later ones */
-    uint32_t queue_max;           /* requests waiting for KV blocks; 0: fail at once */
-    uint32_t queue_timeout_ms;    /* how long such a request may wait */
-    uint32_t drain_timeout_ms;    /* SIGTERM: then cancel what still runs */
+    int log_level;               /* enum pl_log_level */
+    uint32_t prefill_chunk;      /* prompt tokens per step over all prefilling requests */
+    uint32_t stream_coalesce_us; /* a streamed token may wait this long for later ones */
+    uint32_t queue_max;          /* requests waiting for KV blocks; 0: fail at once */
+    uint32_t queue_timeout_ms;   /* how long such a request may wait */
+    uint32_t drain_timeout_ms;   /* SIGTERM: then cancel what still runs */
     uint32_t handshake_timeout_ms;
     /* observability (metrics_text.c) */
-    char metrics_file[4096];      /* Prometheus textfile, "" for none */
-    uint32_t metrics_interval_s;  /* between writes; 0: only at exit */
+    char metrics_file[4096];     /* Prometheus textfile, "" for none */
+    uint32_t metrics_interval_s; /* between writes; 0: only at exit */
 };
 
 void pl_daemon_config_defaults(struct pl_daemon_config *c);

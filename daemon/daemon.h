@@ -29,7 +29,7 @@ struct pl_daemon {
     struct pl_daemon_sched *sched;
     struct pl_daemon_session_table sessions;
     struct pl_ipc_uring *uring;
-    uint32_t n_ctx;               /* resolved */
+    uint32_t n_ctx; /* resolved */
     uint32_t n_vocab;
     char model_name[128];
     int listen_fd, admin_fd, signal_fd;
@@ -52,8 +52,8 @@ struct pl_daemon {
     struct pl_daemon_stats *stats; /* counters + histograms (stats.h), owned */
     uint64_t metrics_next_ns;      /* next metrics textfile write */
     /* scratch for Tokenize / Detokenize (event thread) */
-    int32_t *scratch_ids;         /* [PL_DAEMON_MAX_RECORD] */
-    char *scratch_text;           /* [PL_DAEMON_MAX_RECORD] */
+    int32_t *scratch_ids; /* [PL_DAEMON_MAX_RECORD] */
+    char *scratch_text;   /* [PL_DAEMON_MAX_RECORD] */
 };
 
 /* Run the event loop until the daemon drains or is told to quit (event_loop.c). Returns the

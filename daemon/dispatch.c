@@ -61,8 +61,8 @@ static void reply(struct pl_daemon *d, struct pl_daemon_session *s, uint32_t typ
             pl_log_err("scheduler queue full (sizing bug)");
 }
 
-static int reply_error(struct pl_daemon *d, struct pl_daemon_session *s, uint64_t req_id,
-                       int code, const char *msg) {
+static int reply_error(struct pl_daemon *d, struct pl_daemon_session *s, uint64_t req_id, int code,
+                       const char *msg) {
     Picolm__V1__Error e = PICOLM__V1__ERROR__INIT;
     e.request_id = req_id;
     e.code = (Picolm__V1__ErrorCode)code;
@@ -165,8 +165,7 @@ out:
  * room), the output grammar and logprobs of a checked Generate. Returns 0 or a negative
  * code with a message for the client in err; the caller frees q->feat on error. */
 static int request_features(struct pl_daemon *d, const Picolm__V1__Generate *g,
-                            struct pl_daemon_req *q, int chat_family, char *err,
-                            size_t err_len) {
+                            struct pl_daemon_req *q, int chat_family, char *err, size_t err_len) {
     const char *strs[PL_DAEMON_MAX_STOP];
     size_t lens[PL_DAEMON_MAX_STOP], n = 0;
     int r;
@@ -189,10 +188,10 @@ static int request_features(struct pl_daemon *d, const Picolm__V1__Generate *g,
         return r;
     }
     if ((g->format && g->format[0]) || g->json_schema.len > 0) {
-        r = pl_daemon_reqfeat_set_grammar(
-            &q->feat, pl_daemon_sched_features(d->sched),
-            g->json_schema.len ? (const char *)g->json_schema.data : NULL, g->json_schema.len,
-            err, err_len);
+        r = pl_daemon_reqfeat_set_grammar(&q->feat, pl_daemon_sched_features(d->sched),
+                                          g->json_schema.len ? (const char *)g->json_schema.data
+                                                             : NULL,
+                                          g->json_schema.len, err, err_len);
         if (r < 0) {
             if (!err[0])
                 (void)snprintf(err, err_len, "json_schema: %s", pl_strerror(r));
@@ -237,8 +236,8 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
     char emsg[256] = "";
     switch (g->input_case) {
     case PICOLM__V1__GENERATE__INPUT_PROMPT: {
-        int r = pl_tokenizer_encode(tok, (const char *)g->prompt.data, g->prompt.len, true,
-                                    false, q->prompt, d->n_ctx, &n);
+        int r = pl_tokenizer_encode(tok, (const char *)g->prompt.data, g->prompt.len, true, false,
+                                    q->prompt, d->n_ctx, &n);
         if (r == -ENOSPC)
             return reply_error(d, s, id, E_OVERFLOW, "the prompt is longer than the context");
         if (r < 0)
@@ -317,8 +316,8 @@ static int on_generate(struct pl_daemon *d, struct pl_daemon_session *s,
     atomic_store_explicit(&q->cancel_why, 0, memory_order_relaxed);
     /* Last check: the uid's queue (max_queued) and token bucket (prompt + max new tokens,
      * the unused part given back when the request ends). */
-    if (pl_daemon_access_request_begin(&d->access, s, q, pl_daemon_now_ns(), qmsg,
-                                       sizeof(qmsg)) < 0) {
+    if (pl_daemon_access_request_begin(&d->access, s, q, pl_daemon_now_ns(), qmsg, sizeof(qmsg)) <
+        0) {
         pl_daemon_session_req_release(s, q);
         return reply_error(d, s, id, E_QUOTA, qmsg);
     }
@@ -421,12 +420,11 @@ static int on_model_info(struct pl_daemon *d, struct pl_daemon_session *s,
 
 /* ---- The table ---- */
 
-typedef int (*handler_fn)(struct pl_daemon *, struct pl_daemon_session *,
-                          const ProtobufCMessage *);
+typedef int (*handler_fn)(struct pl_daemon *, struct pl_daemon_session *, const ProtobufCMessage *);
 
 struct rule {
-    uint32_t states;                  /* bit per enum pl_daemon_session_state */
-    uint32_t max_len;                 /* payload bytes */
+    uint32_t states;  /* bit per enum pl_daemon_session_state */
+    uint32_t max_len; /* payload bytes */
     const ProtobufCMessageDescriptor *desc;
     handler_fn fn;
 };
@@ -509,9 +507,9 @@ int pl_daemon_dispatch_session(struct pl_daemon *d, struct pl_daemon_session *s)
             continue;
         }
         if (r < 0)
-            return protocol_error(d, s, r == -EMSGSIZE ? "record larger than allowed"
-                                                       : "broken submission ring",
-                                  0, 0);
+            return protocol_error(
+                d, s, r == -EMSGSIZE ? "record larger than allowed" : "broken submission ring", 0,
+                0);
         /* A Generate sent right after the client read a Done can come in before we took
          * that request's REQ_DONE notice (the scheduler queues it before it publishes the
          * Done, and does not always announce it): its slot, its id and its quota would still

@@ -84,8 +84,8 @@ void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_ses
         return;
     pl_daemon_access_leave(&d->access, s); /* its policy counts end with the connection */
     /* OPEN sessions get their structured end line (stats.c, rate-limited). */
-    pl_log_debug("session %llu (pid %d): closing: %s", (unsigned long long)s->id,
-                 (int)s->peer.pid, why);
+    pl_log_debug("session %llu (pid %d): closing: %s", (unsigned long long)s->id, (int)s->peer.pid,
+                 why);
     cancel_session_polls(d, s);
     if (s->state == PL_DAEMON_SESSION_HANDSHAKE) {
         pl_daemon_session_close(&d->sessions, s); /* the scheduler never saw it */
@@ -160,9 +160,9 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
     r = pl_daemon_access_admit(&d->access, s, pl_daemon_now_ns(), why, sizeof(why));
     if (r < 0) {
         d->n_rejected++;
-        (void)pl_ipc_handshake_send_reject(s->sock, r == -PL_ERR_QUOTA ? PL_IPC_WELCOME_QUOTA
-                                                   : r == -PL_ERR_DENIED ? PL_IPC_WELCOME_DENIED
-                                                                         : PL_IPC_WELCOME_ERROR);
+        (void)pl_ipc_handshake_send_reject(s->sock, r == -PL_ERR_QUOTA    ? PL_IPC_WELCOME_QUOTA
+                                                    : r == -PL_ERR_DENIED ? PL_IPC_WELCOME_DENIED
+                                                                          : PL_IPC_WELCOME_ERROR);
         pl_daemon_event_loop_kill_session(d, s, why);
         return;
     }
@@ -183,8 +183,8 @@ static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
     }
     s->state = PL_DAEMON_SESSION_OPEN;
     pl_daemon_stats_session_start(d->stats, s, pl_daemon_now_ns());
-    pl_log_debug("session %llu: open (pid %d uid %u)", (unsigned long long)s->id,
-                 (int)s->peer.pid, s->peer.uid);
+    pl_log_debug("session %llu: open (pid %d uid %u)", (unsigned long long)s->id, (int)s->peer.pid,
+                 s->peer.uid);
     arm(d, s->sock, POLLRDHUP, tag(T_HUP, s->gen, s->slot), false);
     if (!s->futex_waits && arm_doorbell_read(d, s) < 0) {
         pl_daemon_event_loop_kill_session(d, s, "cannot wait for the client");
@@ -271,8 +271,8 @@ static void arm_cq_wait(struct pl_daemon *d, struct pl_daemon_session *s, uint32
         return; /* that wait is woken by the client's next wake-up as well */
     /* The word lies in the region, which stays mapped until the session is closed; the wait
      * is cancelled when the session is killed, before that. */
-    struct pl_ipc_ring_ctrl *ctrl = (struct pl_ipc_ring_ctrl *)(void *)(s->reg.base +
-                                                                          s->reg.cq.ctrl_offset);
+    struct pl_ipc_ring_ctrl *ctrl =
+        (struct pl_ipc_ring_ctrl *)(void *)(s->reg.base + s->reg.cq.ctrl_offset);
     struct pl_ipc_futex f = {.word = &ctrl->cons, .val = seen};
     int r = pl_ipc_uring_futex_wait(d->uring, &f, tag(T_CQWAIT, s->gen, s->slot));
     if (r < 0) {
@@ -523,8 +523,7 @@ static void on_signal(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
             reload(d);
             (void)pl_daemon_access_reload(&d->access, err, sizeof(err));
             (void)pl_daemon_sd_notify("READY=1");
-        }
-        else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+        } else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
             pl_daemon_event_loop_drain(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
     }
 }
@@ -561,7 +560,8 @@ static void timers(struct pl_daemon *d) {
         pl_daemon_sched_kick(d->sched);
     } else if (d->drain_cancelled && now >= d->drain_deadline_ns + 2000000000ull) {
         pl_log_warn("drain: %u requests could not report their end (clients not reading); "
-                    "exiting anyway", inflight);
+                    "exiting anyway",
+                    inflight);
         d->quit = true;
     }
 }
@@ -594,8 +594,8 @@ int pl_daemon_event_loop_run(struct pl_daemon *d) {
                 break;
             take_notices(d); /* an answer that went out restarts the spin */
         }
-        int n = pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs),
-                                  d->n_gen_deferred ? 0 : TICK_MS);
+        int n =
+            pl_ipc_uring_wait(d->uring, evs, PL_ARRAY_SIZE(evs), d->n_gen_deferred ? 0 : TICK_MS);
         if (n < 0 && n != -EINTR)
             return pl_log_err_errno(n, "io_uring wait failed");
         /* First what the scheduler finished: a client that got its Done and submits again

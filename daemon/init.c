@@ -30,7 +30,6 @@
 #include "pl/policy_privdrop.h"
 #include "pl/policy_seccomp.h"
 
-
 static int set_err(char *err, size_t len, int r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int set_err(char *err, size_t len, int r, const char *fmt, ...) {
@@ -49,7 +48,8 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
      * first: the inference thread then has a CPU of its own and wake-ups stay where they are;
      * the inference thread itself floats so that it is never stuck behind another process's
      * work (a second daemon, a test) on one CPU. */
-    struct pl_model_opts mo = {.n_threads = cfg->n_cpus, .pin_threads = cfg->n_cpus > 0,
+    struct pl_model_opts mo = {.n_threads = cfg->n_cpus,
+                               .pin_threads = cfg->n_cpus > 0,
                                .pin_workers = cfg->n_cpus == 0,
                                /* the event thread and the clients spin with yields */
                                .yield_idle_workers = true};
@@ -67,9 +67,8 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
         [PL_DAEMON_HUGEPAGES_OFF] = PL_WEIGHTS_FILE,
     };
     struct pl_weights_info wi;
-    enum pl_weights_mode wm = cfg->hugepages < sizeof(modes) / sizeof(modes[0])
-                                  ? modes[cfg->hugepages]
-                                  : PL_WEIGHTS_AUTO;
+    enum pl_weights_mode wm =
+        cfg->hugepages < sizeof(modes) / sizeof(modes[0]) ? modes[cfg->hugepages] : PL_WEIGHTS_AUTO;
     r = pl_model_place_weights(m, wm, &wi);
     if (r < 0) {
         pl_model_free(m);
@@ -121,9 +120,8 @@ void pl_daemon_init_model_done(struct pl_model *m, struct pl_daemon_residency *r
     res->base = NULL;
 }
 
-void pl_daemon_init_residency_measure(const struct pl_daemon_residency *res,
-                                      uint64_t *ret_locked, uint64_t *ret_hugetlb,
-                                      uint64_t *ret_thp) {
+void pl_daemon_init_residency_measure(const struct pl_daemon_residency *res, uint64_t *ret_locked,
+                                      uint64_t *ret_hugetlb, uint64_t *ret_thp) {
     *ret_locked = *ret_hugetlb = *ret_thp = 0;
     if (!res->base)
         return;
@@ -168,8 +166,7 @@ static int bind_one(const char *dir, const char *name, mode_t mode, int *ret_fd,
     if (lstat(sa.sun_path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             (void)close(fd);
-            return set_err(err, err_len, -EEXIST, "%s exists and is not a socket",
-                           sa.sun_path);
+            return set_err(err, err_len, -EEXIST, "%s exists and is not a socket", sa.sun_path);
         }
         /* A live daemon answers connect(); a stale file refuses it. */
         int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -304,8 +301,8 @@ static void admin_socket_group(const char *dir, int64_t admin_gid) {
         return;
     (void)snprintf(p, sizeof(p), "%s/admin.sock", dir);
     if (chown(p, (uid_t)-1, (gid_t)admin_gid) < 0 || chmod(p, 0660) < 0)
-        pl_log_warn("cannot give %s to group %lld with mode 0660: %s; only root can reach it",
-                    p, (long long)admin_gid, strerror(errno));
+        pl_log_warn("cannot give %s to group %lld with mode 0660: %s; only root can reach it", p,
+                    (long long)admin_gid, strerror(errno));
 }
 
 int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gid, char *err,
@@ -366,8 +363,7 @@ int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gi
         r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : seccomp_load(filter);
         if (r < 0) {
             seccomp_release(filter);
-            return set_err(err, err_len, r, "cannot load the seccomp filter: %s",
-                           pl_strerror(r));
+            return set_err(err, err_len, r, "cannot load the seccomp filter: %s", pl_strerror(r));
         }
     }
     seccomp_release(filter);

@@ -15,13 +15,13 @@ struct pl_daemon_config;
 
 /* Where the weights live, and why. */
 struct pl_daemon_residency {
-    char backing[16];        /* "hugetlb", "thp", "anonymous", "file" */
-    char reason[256];        /* why this backing (and why not a better one) */
+    char backing[16]; /* "hugetlb", "thp", "anonymous", "file" */
+    char reason[256]; /* why this backing (and why not a better one) */
     bool locked;
-    char lock_reason[160];   /* "" when locked, else why not */
-    void *base;              /* our mapping (NULL for "file") */
-    size_t bytes;            /* length of that mapping */
-    size_t weight_bytes;     /* bytes of tensor data */
+    char lock_reason[160]; /* "" when locked, else why not */
+    void *base;            /* our mapping (NULL for "file") */
+    size_t bytes;          /* length of that mapping */
+    size_t weight_bytes;   /* bytes of tensor data */
 };
 
 /* Load cfg->model with n_threads engine threads, all pinned when cpus are configured, else
@@ -58,8 +58,7 @@ int pl_daemon_init_lockdown(const struct pl_daemon_config *cfg, int64_t admin_gi
 
 /* Re-measure residency from /proc/self/smaps for our mapping: bytes locked, on hugetlb and
  * on THP. Zero when unknown. */
-void pl_daemon_init_residency_measure(const struct pl_daemon_residency *res,
-                                      uint64_t *ret_locked, uint64_t *ret_hugetlb,
-                                      uint64_t *ret_thp);
+void pl_daemon_init_residency_measure(const struct pl_daemon_residency *res, uint64_t *ret_locked,
+                                      uint64_t *ret_hugetlb, uint64_t *ret_thp);
 
 #endif

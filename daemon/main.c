@@ -168,18 +168,24 @@ int main(int argc, char **argv) {
         goto out;
     }
     uint32_t max_held = d->cfg.max_sessions * d->cfg.max_requests;
-    struct pl_daemon_sched_opts so = {
-        .n_seq = d->cfg.max_active, .n_ctx = d->n_ctx, .n_batch = d->cfg.batch,
-        .kv_tokens = (uint32_t)kv_tokens, .kv_type = d->cfg.kv_type, .cpus = d->cfg.cpus,
-        .n_cpus = d->cfg.n_cpus, .prefill_chunk = d->cfg.prefill_chunk,
-        .stream_coalesce_us = d->cfg.stream_coalesce_us,
-        .queue_max = d->cfg.queue_max, .queue_timeout_ms = d->cfg.queue_timeout_ms,
-        .max_held = max_held, .max_sessions = d->cfg.max_sessions,
-        .decode_slots = d->cfg.decode_slots,
-        .prefix_cache_tokens = d->cfg.prefix_cache_tokens,
-        .prefix_cache_dir = d->cfg.prefix_cache_dir};
-    if ((r = pl_daemon_session_table_init(&d->sessions, d->cfg.max_sessions,
-                                          d->cfg.max_requests, d->n_ctx)) < 0) {
+    struct pl_daemon_sched_opts so = {.n_seq = d->cfg.max_active,
+                                      .n_ctx = d->n_ctx,
+                                      .n_batch = d->cfg.batch,
+                                      .kv_tokens = (uint32_t)kv_tokens,
+                                      .kv_type = d->cfg.kv_type,
+                                      .cpus = d->cfg.cpus,
+                                      .n_cpus = d->cfg.n_cpus,
+                                      .prefill_chunk = d->cfg.prefill_chunk,
+                                      .stream_coalesce_us = d->cfg.stream_coalesce_us,
+                                      .queue_max = d->cfg.queue_max,
+                                      .queue_timeout_ms = d->cfg.queue_timeout_ms,
+                                      .max_held = max_held,
+                                      .max_sessions = d->cfg.max_sessions,
+                                      .decode_slots = d->cfg.decode_slots,
+                                      .prefix_cache_tokens = d->cfg.prefix_cache_tokens,
+                                      .prefix_cache_dir = d->cfg.prefix_cache_dir};
+    if ((r = pl_daemon_session_table_init(&d->sessions, d->cfg.max_sessions, d->cfg.max_requests,
+                                          d->n_ctx)) < 0) {
         pl_log_err("session table: %s", pl_strerror(r));
         goto out;
     }
@@ -209,8 +215,7 @@ int main(int argc, char **argv) {
         goto out;
     }
     /* Every privileged step is behind us (threads pinned, io_uring, sockets): lock down. */
-    r = pl_daemon_init_lockdown(&d->cfg, pl_daemon_access_admin_gid(&d->access), err,
-                                sizeof(err));
+    r = pl_daemon_init_lockdown(&d->cfg, pl_daemon_access_admin_gid(&d->access), err, sizeof(err));
     if (r < 0) {
         pl_log_err("%s", err);
         goto out;

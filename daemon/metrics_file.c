@@ -23,8 +23,7 @@ int pl_daemon_metrics_file_open(const char *path, char *err, size_t err_len) {
     const char *base = slash ? slash + 1 : path;
     size_t dlen = slash ? (size_t)(slash - path) : 0;
     if (!*base || strlen(base) + 5 > sizeof(file_name) || dlen >= sizeof(dir)) {
-        (void)snprintf(err, err_len, "metrics_file '%s': needs a file name under 250 bytes",
-                       path);
+        (void)snprintf(err, err_len, "metrics_file '%s': needs a file name under 250 bytes", path);
         return -EINVAL;
     }
     if (slash && dlen == 0)
@@ -36,8 +35,8 @@ int pl_daemon_metrics_file_open(const char *path, char *err, size_t err_len) {
     int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         int r = -errno;
-        (void)snprintf(err, err_len, "metrics_file '%s': cannot open its directory %s: %s",
-                       path, dir, strerror(-r));
+        (void)snprintf(err, err_len, "metrics_file '%s': cannot open its directory %s: %s", path,
+                       dir, strerror(-r));
         return r;
     }
     pl_daemon_metrics_file_close();

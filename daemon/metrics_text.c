@@ -59,8 +59,8 @@ static void put_name(FILE *f, const char *prefix, const char *name, size_t drop,
     (void)fputs(prefix, f);
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_';
+        bool ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
         (void)fputc(ok ? c : '_', f);
     }
     (void)fputs(suffix, f);

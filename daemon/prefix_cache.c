@@ -25,41 +25,41 @@
 #define NONE UINT32_MAX
 #define FILE_MAGIC "PLPFXKV1"
 #define FILE_VERSION 1u
-#define MAX_FILES 256u             /* chain files the cache writes at most */
-#define SAMPLE_BYTES 256u          /* bytes of each tensor sampled into the fingerprint */
+#define MAX_FILES 256u    /* chain files the cache writes at most */
+#define SAMPLE_BYTES 256u /* bytes of each tensor sampled into the fingerprint */
 
 struct node {
-    uint64_t hash;                 /* chain hash up to the end of this block */
-    uint64_t stamp;                /* LRU clock at last use */
-    uint32_t parent;               /* node index or NONE */
-    uint32_t next;                 /* hash bucket chain, or the free list */
-    uint32_t block;                /* engine KV block id (one reference held) */
-    uint32_t depth;                /* blocks before this one in the chain */
+    uint64_t hash;   /* chain hash up to the end of this block */
+    uint64_t stamp;  /* LRU clock at last use */
+    uint32_t parent; /* node index or NONE */
+    uint32_t next;   /* hash bucket chain, or the free list */
+    uint32_t block;  /* engine KV block id (one reference held) */
+    uint32_t depth;  /* blocks before this one in the chain */
     uint32_t n_children;
     bool used;
-    bool saved;                    /* covered by a file */
-    bool has_file;                 /* a file named after this node exists */
+    bool saved;    /* covered by a file */
+    bool has_file; /* a file named after this node exists */
     int32_t tok[BT];
 };
 
 struct pl_daemon_pcache {
     struct pl_ctx *ctx;
     uint8_t fp[16];
-    uint64_t seed;                 /* chain hash of the empty prefix (from fp) */
+    uint64_t seed; /* chain hash of the empty prefix (from fp) */
     uint32_t n_vocab;
     uint32_t max_blocks;
     uint32_t n_nodes;
-    struct node *nodes;            /* [max_blocks] */
+    struct node *nodes; /* [max_blocks] */
     uint32_t free_head;
-    uint32_t *buckets;             /* [n_buckets] */
-    uint32_t n_buckets;            /* power of two */
+    uint32_t *buckets;  /* [n_buckets] */
+    uint32_t n_buckets; /* power of two */
     uint64_t clock;
-    uint32_t *ids;                 /* [max chain] lookup result / save scratch */
+    uint32_t *ids; /* [max chain] lookup result / save scratch */
     uint32_t max_chain;
     uint32_t n_files;
-    bool dirty;                    /* chains inserted since the last save */
-    int dir_fd;                    /* -1: no persistence */
-    uint8_t *blockbuf;             /* [block_bytes] */
+    bool dirty;        /* chains inserted since the last save */
+    int dir_fd;        /* -1: no persistence */
+    uint8_t *blockbuf; /* [block_bytes] */
     size_t block_bytes;
     struct pl_daemon_pcache_stats st;
 };
@@ -143,8 +143,8 @@ void pl_daemon_pcache_fingerprint(const struct pl_model *m, uint8_t ret[16]) {
     for (int l = 0; l < 2; l++) {
         uint64_t x = h[l];
         x = hash_bytes(x, hp->arch, strnlen(hp->arch, sizeof(hp->arch)));
-        uint32_t u[] = {hp->n_vocab, hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv,
-                        hp->n_ff, hp->head_dim, hp->n_rot, hp->tied_output, hp->has_qkv_bias};
+        uint32_t u[] = {hp->n_vocab, hp->n_embd,   hp->n_layer, hp->n_head,      hp->n_head_kv,
+                        hp->n_ff,    hp->head_dim, hp->n_rot,   hp->tied_output, hp->has_qkv_bias};
         x = hash_bytes(x, u, sizeof(u));
         float f[] = {hp->rope_freq_base, hp->rope_freq_scale, hp->rms_eps};
         x = hash_bytes(x, f, sizeof(f));
@@ -184,13 +184,17 @@ static uint32_t find(const struct pl_daemon_pcache *pc, uint64_t hash, uint32_t 
     return NONE;
 }
 
-static uint32_t add(struct pl_daemon_pcache *pc, uint64_t hash, uint32_t parent,
-                    const int32_t *tok, uint32_t block) {
+static uint32_t add(struct pl_daemon_pcache *pc, uint64_t hash, uint32_t parent, const int32_t *tok,
+                    uint32_t block) {
     uint32_t i = pc->free_head;
     struct node *n = &pc->nodes[i];
     pc->free_head = n->next;
-    *n = (struct node){.hash = hash, .stamp = pc->clock, .parent = parent, .block = block,
-                       .depth = parent == NONE ? 0 : pc->nodes[parent].depth + 1, .used = true};
+    *n = (struct node){.hash = hash,
+                       .stamp = pc->clock,
+                       .parent = parent,
+                       .block = block,
+                       .depth = parent == NONE ? 0 : pc->nodes[parent].depth + 1,
+                       .used = true};
     memcpy(n->tok, tok, sizeof(n->tok));
     uint32_t *b = &pc->buckets[hash & (pc->n_buckets - 1)];
     n->next = *b;
@@ -331,8 +335,8 @@ struct file_hdr {
     uint32_t kv_dim;
     uint32_t n_blocks;
     uint64_t block_bytes;
-    uint64_t chain_hash;           /* of the last block */
-    uint64_t payload_hash;         /* of the token ids and the block data */
+    uint64_t chain_hash;   /* of the last block */
+    uint64_t payload_hash; /* of the token ids and the block data */
 };
 _Static_assert(sizeof(struct file_hdr) == 72, "file header layout");
 

@@ -34,8 +34,7 @@ void pl_daemon_pcache_fingerprint(const struct pl_model *m, uint8_t ret[16]);
  * dir: a directory for persistence (NULL or "": none), created if missing. Returns 0,
  * -EINVAL, -ENOMEM, -errno (the directory cannot be used; message in err). */
 int pl_daemon_pcache_new(struct pl_ctx *ctx, const struct pl_model *m, uint32_t max_blocks,
-                         const char *dir, struct pl_daemon_pcache **ret, char *err,
-                         size_t err_len);
+                         const char *dir, struct pl_daemon_pcache **ret, char *err, size_t err_len);
 /* Save what is not saved yet, drop every reference, free. NULL is fine. */
 void pl_daemon_pcache_free(struct pl_daemon_pcache *pc);
 

@@ -21,7 +21,7 @@
 struct pl_daemon_features {
     const struct pl_tokenizer *tok;
     struct pl_grammar_vocab *vocab;
-    int family;                    /* detected chat family, 0 when none */
+    int family; /* detected chat family, 0 when none */
     char bos_text[64], eos_text[64];
 };
 
@@ -87,14 +87,16 @@ int pl_daemon_features_render_chat(const struct pl_daemon_features *f,
         if (fam < 0) {
             (void)snprintf(err, err_len,
                            "unknown chat template '%.32s' (llama2, llama3, chatml, qwen, "
-                           "zephyr, mistral, phi3, gemma)", tmpl);
+                           "zephyr, mistral, phi3, gemma)",
+                           tmpl);
             return -EINVAL;
         }
     } else if (f->family > 0) {
         fam = f->family;
     } else {
-        (void)snprintf(err, err_len, "the model has no chat template picolm recognises; "
-                                     "name one in the request's template field");
+        (void)snprintf(err, err_len,
+                       "the model has no chat template picolm recognises; "
+                       "name one in the request's template field");
         return -PL_ERR_UNSUPPORTED;
     }
     cm = calloc(n, sizeof(*cm));
@@ -108,10 +110,10 @@ int pl_daemon_features_render_chat(const struct pl_daemon_features *f,
             r = -EINVAL;
             goto out;
         }
-        cm[i] = (struct pl_chat_msg){.role = msgs[i].role, .role_len = rl,
+        cm[i] = (struct pl_chat_msg){.role = msgs[i].role,
+                                     .role_len = rl,
                                      .content = msgs[i].content ? msgs[i].content : "",
-                                     .content_len = msgs[i].content ? strlen(msgs[i].content)
-                                                                    : 0};
+                                     .content_len = msgs[i].content ? strlen(msgs[i].content) : 0};
     }
     r = pl_chat_render((enum pl_chat_family)fam, cm, n, true, f->bos_text, f->eos_text, NULL, 0,
                        &len);
@@ -135,8 +137,8 @@ int pl_daemon_features_render_chat(const struct pl_daemon_features *f,
     }
     /* Special tokens in the rendered text (<|im_start|>, [INST] ...) are tokens; BOS is
      * added only when the template does not write it itself. */
-    r = pl_tokenizer_encode(f->tok, text, len, !pl_chat_template_writes_bos(fam), true, out,
-                            cap, ret_n);
+    r = pl_tokenizer_encode(f->tok, text, len, !pl_chat_template_writes_bos(fam), true, out, cap,
+                            ret_n);
     if (r == -ENOSPC)
         (void)snprintf(err, err_len, "the rendered conversation is longer than the context");
     else if (r < 0)
@@ -176,9 +178,8 @@ int pl_daemon_reqfeat_set_stop(struct pl_daemon_reqfeat *rf, const char *const *
     return pl_stop_new(strs, lens, n, &rf->stop);
 }
 
-int pl_daemon_reqfeat_set_grammar(struct pl_daemon_reqfeat *rf,
-                                  const struct pl_daemon_features *f, const char *schema,
-                                  size_t len, char *err, size_t err_len) {
+int pl_daemon_reqfeat_set_grammar(struct pl_daemon_reqfeat *rf, const struct pl_daemon_features *f,
+                                  const char *schema, size_t len, char *err, size_t err_len) {
     if (len > PL_DAEMON_MAX_SCHEMA) {
         (void)snprintf(err, err_len, "json_schema: over %u bytes", PL_DAEMON_MAX_SCHEMA);
         return -EINVAL;
@@ -198,8 +199,7 @@ int pl_daemon_reqfeat_set_grammar(struct pl_daemon_reqfeat *rf,
     return r;
 }
 
-int pl_daemon_reqfeat_set_logprobs(struct pl_daemon_reqfeat *rf, uint32_t top_n,
-                                   uint32_t n_vocab) {
+int pl_daemon_reqfeat_set_logprobs(struct pl_daemon_reqfeat *rf, uint32_t top_n, uint32_t n_vocab) {
     if (top_n > PL_DAEMON_MAX_TOP_LOGPROBS || n_vocab == 0)
         return -EINVAL;
     rf->lp_logits = malloc((size_t)n_vocab * sizeof(float));
@@ -277,8 +277,8 @@ static void release(struct pl_daemon_reqfeat *rf, uint64_t upto, char *out, size
     rf->emitted = upto;
 }
 
-int pl_daemon_reqfeat_text(struct pl_daemon_reqfeat *rf, const char *piece, size_t len,
-                           char *out, size_t cap, size_t *out_len) {
+int pl_daemon_reqfeat_text(struct pl_daemon_reqfeat *rf, const char *piece, size_t len, char *out,
+                           size_t cap, size_t *out_len) {
     if (len > PL_DAEMON_PIECE_MAX)
         return -EINVAL;
     if (cap - *out_len < PL_DAEMON_TEXT_PER_TOKEN)
@@ -303,8 +303,7 @@ int pl_daemon_reqfeat_text(struct pl_daemon_reqfeat *rf, const char *piece, size
     return m;
 }
 
-int pl_daemon_reqfeat_flush(struct pl_daemon_reqfeat *rf, char *out, size_t cap,
-                            size_t *out_len) {
+int pl_daemon_reqfeat_flush(struct pl_daemon_reqfeat *rf, char *out, size_t cap, size_t *out_len) {
     if (!rf->stop || rf->n_hold == 0)
         return 0;
     if (cap - *out_len < rf->n_hold)

@@ -21,12 +21,12 @@ struct pl_grammar_state;
 struct pl_daemon_features;
 
 /* Limits on what one Generate may ask for. */
-#define PL_DAEMON_MAX_STOP PL_STOP_MAX          /* stop strings */
-#define PL_DAEMON_MAX_STOP_LEN PL_STOP_MAX_LEN  /* bytes per stop string */
-#define PL_DAEMON_MAX_MSGS 1024u                /* chat messages */
-#define PL_DAEMON_MAX_ROLE 64u                  /* bytes of a role */
-#define PL_DAEMON_MAX_SCHEMA (16u * 1024)       /* bytes of a JSON schema */
-#define PL_DAEMON_MAX_TOP_LOGPROBS 20u          /* top-N logprobs per token */
+#define PL_DAEMON_MAX_STOP PL_STOP_MAX         /* stop strings */
+#define PL_DAEMON_MAX_STOP_LEN PL_STOP_MAX_LEN /* bytes per stop string */
+#define PL_DAEMON_MAX_MSGS 1024u               /* chat messages */
+#define PL_DAEMON_MAX_ROLE 64u                 /* bytes of a role */
+#define PL_DAEMON_MAX_SCHEMA (16u * 1024)      /* bytes of a JSON schema */
+#define PL_DAEMON_MAX_TOP_LOGPROBS 20u         /* top-N logprobs per token */
 /* Bytes of one token's piece the output path handles (longer pieces give no text). */
 #define PL_DAEMON_PIECE_MAX 512u
 /* Text a request may hold back for a stop string, plus one piece: what one token can add to
@@ -65,19 +65,19 @@ int pl_daemon_features_render_chat(const struct pl_daemon_features *f,
 
 struct pl_daemon_reqfeat {
     /* [event] set up before the hand-over, freed after it */
-    struct pl_stop *stop;            /* NULL: no stop strings */
-    struct pl_grammar *grammar;      /* NULL: unconstrained */
+    struct pl_stop *stop;       /* NULL: no stop strings */
+    struct pl_grammar *grammar; /* NULL: unconstrained */
     struct pl_grammar_state *gst;
-    uint32_t top_n;                  /* top logprobs per token; logprobs on when lp != NULL */
-    float *lp_logits;                /* [n_vocab] logits before sampling (logprobs only) */
-    float *lp;                       /* [PL_DAEMON_LOGPROB_IDS] chosen logprobs */
-    struct pl_logprob *top;          /* [PL_DAEMON_LOGPROB_IDS][top_n] */
+    uint32_t top_n;         /* top logprobs per token; logprobs on when lp != NULL */
+    float *lp_logits;       /* [n_vocab] logits before sampling (logprobs only) */
+    float *lp;              /* [PL_DAEMON_LOGPROB_IDS] chosen logprobs */
+    struct pl_logprob *top; /* [PL_DAEMON_LOGPROB_IDS][top_n] */
     uint32_t n_vocab;
     /* [infer] */
-    uint64_t fed;                    /* stream bytes given to the stop matcher */
-    uint64_t emitted;                /* stream bytes released to the output */
-    uint32_t n_hold;                 /* bytes [emitted, fed) */
-    uint32_t n_lp;                   /* tokens with logprobs buffered */
+    uint64_t fed;     /* stream bytes given to the stop matcher */
+    uint64_t emitted; /* stream bytes released to the output */
+    uint32_t n_hold;  /* bytes [emitted, fed) */
+    uint32_t n_lp;    /* tokens with logprobs buffered */
     char hold[PL_DAEMON_TEXT_PER_TOKEN];
 };
 
@@ -92,13 +92,11 @@ int pl_daemon_reqfeat_set_stop(struct pl_daemon_reqfeat *rf, const char *const *
                                const size_t *lens, size_t n);
 /* Constrain output to JSON (schema NULL) or the schema (len bytes, untrusted). Returns 0 or
  * a negative code with the compiler's message in err. */
-int pl_daemon_reqfeat_set_grammar(struct pl_daemon_reqfeat *rf,
-                                  const struct pl_daemon_features *f, const char *schema,
-                                  size_t len, char *err, size_t err_len);
+int pl_daemon_reqfeat_set_grammar(struct pl_daemon_reqfeat *rf, const struct pl_daemon_features *f,
+                                  const char *schema, size_t len, char *err, size_t err_len);
 /* Ask for logprobs with top_n (<= PL_DAEMON_MAX_TOP_LOGPROBS) alternatives per token.
  * Returns 0, -EINVAL, -ENOMEM. */
-int pl_daemon_reqfeat_set_logprobs(struct pl_daemon_reqfeat *rf, uint32_t top_n,
-                                   uint32_t n_vocab);
+int pl_daemon_reqfeat_set_logprobs(struct pl_daemon_reqfeat *rf, uint32_t top_n, uint32_t n_vocab);
 
 /* ---- Per token (inference thread; nothing allocated) ---- */
 
@@ -107,8 +105,7 @@ void pl_daemon_reqfeat_start(struct pl_daemon_reqfeat *rf);
 /* Before sampling: apply the grammar mask to logits[n_vocab] (n_remaining tokens may still
  * be generated counting this one, 0: no limit) and keep a copy for logprobs. Returns 0, or
  * -EINVAL when the grammar allows no token. */
-int pl_daemon_reqfeat_pre_sample(struct pl_daemon_reqfeat *rf, float *logits,
-                                 uint32_t n_remaining);
+int pl_daemon_reqfeat_pre_sample(struct pl_daemon_reqfeat *rf, float *logits, uint32_t n_remaining);
 /* After sampling tok: advance the grammar and record logprobs. Returns 0, 1 when the
  * grammar ended (tok is an EOG accepted on a complete value), -EINVAL (tok refused by the
  * grammar: a sampler bug). */
@@ -122,11 +119,10 @@ void pl_daemon_reqfeat_clear_logprobs(struct pl_daemon_reqfeat *rf);
  * room for PL_DAEMON_TEXT_PER_TOKEN more is required). Returns 1 when a stop string
  * completed (out then ends right before it), 0 otherwise, -ENOSPC (no room; nothing
  * changed), -EINVAL (len above PL_DAEMON_PIECE_MAX). */
-int pl_daemon_reqfeat_text(struct pl_daemon_reqfeat *rf, const char *piece, size_t len,
-                           char *out, size_t cap, size_t *out_len);
+int pl_daemon_reqfeat_text(struct pl_daemon_reqfeat *rf, const char *piece, size_t len, char *out,
+                           size_t cap, size_t *out_len);
 /* The request ended without a stop match: release the held bytes (out needs room for
  * them). Same returns. */
-int pl_daemon_reqfeat_flush(struct pl_daemon_reqfeat *rf, char *out, size_t cap,
-                            size_t *out_len);
+int pl_daemon_reqfeat_flush(struct pl_daemon_reqfeat *rf, char *out, size_t cap, size_t *out_len);
 
 #endif

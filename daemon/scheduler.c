@@ -53,29 +53,29 @@ struct pl_daemon_sched {
     _Atomic int kicked;          /* something may have changed: do not sleep */
     _Atomic bool stop;
     _Atomic uint32_t prefill_chunk, stream_coalesce_us, queue_max, queue_timeout_ms;
-    uint64_t loop_ns;            /* running estimate of one busy loop (step + the rest) */
+    uint64_t loop_ns; /* running estimate of one busy loop (step + the rest) */
     /* Step cost model t = fixed + per_token * n: least squares over the recent steps (sums
      * decayed per step), for prefill_alone(); and, since the engine's cost is not linear in
      * the batch (decode vectors, half and full tiles), the recent cost of each small size. */
     double fit_s0, fit_s1, fit_s2, fit_sy, fit_sxy;
     double cost_ns[COST_SIZES]; /* 0: not seen yet */
-    bool last_prefill_alone;     /* the last step ran new prompts without the streams */
-    bool noticed;                /* urgent notices posted this step: write notify_fd once */
-    uint64_t lazy_since_ns;      /* oldest REQ_DONE not announced yet (0: none), see notice() */
+    bool last_prefill_alone;    /* the last step ran new prompts without the streams */
+    bool noticed;               /* urgent notices posted this step: write notify_fd once */
+    uint64_t lazy_since_ns;     /* oldest REQ_DONE not announced yet (0: none), see notice() */
 
     /* Fair share of the decode slots (decode_entries()): policy class, weight, vtime. */
     struct pl_policy_sched psched;
     uint64_t step_stamp;
     struct pl_daemon_session **runnable; /* [max_sessions] had decode work last step */
     uint32_t n_runnable;
-    struct pl_daemon_session **cand;     /* [max_sessions] have decode work this step */
+    struct pl_daemon_session **cand;          /* [max_sessions] have decode work this step */
     struct pl_policy_sched_entity **cand_ent; /* [max_sessions] their entities */
-    size_t *pick_idx;                    /* [max_sessions] pl_policy_sched_pick() order */
+    size_t *pick_idx;                         /* [max_sessions] pl_policy_sched_pick() order */
 
     /* Requests held, in arrival order (admission is FIFO). */
     struct pl_daemon_req **held; /* [max_held] */
     uint32_t n_held;
-    int32_t *free_seq;           /* [n_seq] stack */
+    int32_t *free_seq; /* [n_seq] stack */
     uint32_t n_free_seq;
     struct pl_daemon_session **outbox_list; /* [max_sessions] sessions with replies queued */
     uint32_t n_outbox;
@@ -85,7 +85,7 @@ struct pl_daemon_sched {
     /* Batch scratch [n_batch] and logits [n_seq][n_vocab]. */
     int32_t *b_tok, *b_pos, *b_seq;
     bool *b_logits;
-    struct pl_daemon_req **b_req;   /* request of each logits row, in row order */
+    struct pl_daemon_req **b_req; /* request of each logits row, in row order */
     float *logits;
     char piece[PL_DAEMON_PIECE_MAX];
     struct pl_daemon_features *feat; /* chat templates, grammar vocabulary (shared) */
@@ -159,8 +159,8 @@ static int cq_sleep_prepare(struct pl_daemon_sched *s, struct pl_daemon_session 
 /* Announce the queued notices: the urgent ones always, the lazy ones when all is true or
  * the oldest is LAZY_NOTICE_NS old. One eventfd write covers everything queued. */
 static void flush_notices(struct pl_daemon_sched *s, bool all) {
-    bool lazy = s->lazy_since_ns &&
-                (all || pl_daemon_now_ns() - s->lazy_since_ns >= LAZY_NOTICE_NS);
+    bool lazy =
+        s->lazy_since_ns && (all || pl_daemon_now_ns() - s->lazy_since_ns >= LAZY_NOTICE_NS);
     if (!s->noticed && !lazy)
         return;
     s->noticed = false;
@@ -288,10 +288,10 @@ static int put_done(struct pl_daemon_sched *s, struct pl_daemon_req *q) {
     }
     d.ttft_ns = q->t_first_ns ? q->t_first_ns - q->t_recv_ns : 0;
     d.seed = q->seed;
-    d.reason = (char *)(q->finish == PICOLM__V1__FINISH_REASON__FINISH_REASON_CANCELLED
-                            ? cancel_reason(atomic_load_explicit(&q->cancel_why,
-                                                                 memory_order_relaxed))
-                            : "");
+    d.reason =
+        (char *)(q->finish == PICOLM__V1__FINISH_REASON__FINISH_REASON_CANCELLED
+                     ? cancel_reason(atomic_load_explicit(&q->cancel_why, memory_order_relaxed))
+                     : "");
     return put(s, q->s, PL_DAEMON_REC_DONE, &d.base, true);
 }
 
@@ -313,8 +313,8 @@ static void finish(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t 
     release_seq(s, q);
     if (reason != PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP && !q->error_code) {
         /* No stop string matched: what was held back is output after all. */
-        if (pl_daemon_reqfeat_flush(&q->feat, q->out_text, sizeof(q->out_text),
-                                    &q->n_out_text) == 1)
+        if (pl_daemon_reqfeat_flush(&q->feat, q->out_text, sizeof(q->out_text), &q->n_out_text) ==
+            1)
             reason = PICOLM__V1__FINISH_REASON__FINISH_REASON_STOP; /* completed by the end */
     }
     q->finish = reason;
@@ -322,8 +322,8 @@ static void finish(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t 
     q->phase = PL_DAEMON_PHASE_FINISHING;
 }
 
-static void fail(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t code,
-                 const char *msg, uint64_t now) {
+static void fail(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint32_t code, const char *msg,
+                 uint64_t now) {
     q->error_code = code;
     q->error_code_msg = msg;
     q->n_out_ids = q->n_out_text = 0;
@@ -403,19 +403,18 @@ static void admit_new(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64
     q->t_start_ns = q->t_first_ns = q->t_prefill_end_ns = q->t_end_ns = 0;
     q->n_out_ids = q->n_out_text = 0;
     pl_daemon_reqfeat_start(&q->feat);
-    q->deadline_ns = now + (uint64_t)atomic_load_explicit(&s->queue_timeout_ms,
-                                                          memory_order_relaxed) * 1000000ull;
+    q->deadline_ns =
+        now +
+        (uint64_t)atomic_load_explicit(&s->queue_timeout_ms, memory_order_relaxed) * 1000000ull;
     if (s->n_held == s->o.max_held) {
-        pl_log_err("session %llu: request table full (sizing bug)",
-                   (unsigned long long)q->s->id);
+        pl_log_err("session %llu: request table full (sizing bug)", (unsigned long long)q->s->id);
         return;
     }
     s->held[s->n_held++] = q;
     if (blocks_for(q->n_need) > s->total_blocks) {
         atomic_fetch_add_explicit(&s->st.kv_exhausted, 1, memory_order_relaxed);
         fail(s, q, PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED,
-             "the request needs more KV tokens than the whole pool holds; lower max_tokens",
-             now);
+             "the request needs more KV tokens than the whole pool holds; lower max_tokens", now);
         return;
     }
     uint32_t waiting = 0;
@@ -820,8 +819,8 @@ static uint32_t step(struct pl_daemon_sched *s, uint64_t now) {
     }
     if (n == 0)
         return 0;
-    struct pl_batch b = {.n = n, .token = s->b_tok, .pos = s->b_pos, .seq = s->b_seq,
-                         .logits = s->b_logits};
+    struct pl_batch b = {
+        .n = n, .token = s->b_tok, .pos = s->b_pos, .seq = s->b_seq, .logits = s->b_logits};
     uint64_t t_step = pl_daemon_now_ns();
     int r = pl_ctx_decode(s->ctx, &b, s->logits);
     atomic_fetch_add_explicit(&s->st.steps, 1, memory_order_relaxed);
@@ -872,8 +871,8 @@ static uint32_t retire_finished(struct pl_daemon_sched *s) {
  * in-process speed. Slow tokens (a loop longer than the window) never wait. force: publish
  * everything (before an idle sleep or a long step). */
 static void publish_dirty(struct pl_daemon_sched *s, uint64_t now, bool force) {
-    uint64_t window = (uint64_t)atomic_load_explicit(&s->stream_coalesce_us,
-                                                     memory_order_relaxed) * 1000ull;
+    uint64_t window =
+        (uint64_t)atomic_load_explicit(&s->stream_coalesce_us, memory_order_relaxed) * 1000ull;
     uint32_t j = 0;
     for (uint32_t i = 0; i < s->n_dirty; i++) {
         struct pl_daemon_session *ss = s->dirty[i];
@@ -925,8 +924,7 @@ static void yield_for_work(struct pl_daemon_sched *s, uint64_t budget_ns) {
 
 /* Sleep until kicked or the earliest wait-queue deadline. Rings of stalled sessions are
  * armed so that their clients ring the broker doorbell (and the event thread kicks us). */
-static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_busy,
-                             uint64_t now) {
+static void sleep_until_work(struct pl_daemon_sched *s, bool stalled, bool was_busy, uint64_t now) {
     int timeout = -1;
     for (uint32_t i = 0; i < s->n_held; i++) {
         struct pl_daemon_req *q = s->held[i];
@@ -1049,8 +1047,10 @@ static void *thread_main(void *arg) {
                            pl_strerror(r));
     }
     if (r == 0) {
-        struct pl_ctx_opts co = {.n_ctx = s->o.n_ctx, .n_seq = s->o.n_seq,
-                                 .n_kv_tokens = s->o.kv_tokens, .n_batch = s->o.n_batch,
+        struct pl_ctx_opts co = {.n_ctx = s->o.n_ctx,
+                                 .n_seq = s->o.n_seq,
+                                 .n_kv_tokens = s->o.kv_tokens,
+                                 .n_batch = s->o.n_batch,
                                  .kv_type = s->o.kv_type};
         r = pl_ctx_new(s->m, &co, &s->ctx);
         if (r < 0)
@@ -1070,8 +1070,9 @@ static void *thread_main(void *arg) {
             const struct pl_daemon_pcache_stats *ps = pl_daemon_pcache_stats(s->pcache);
             if (s->pcache_dir[0])
                 pl_log_info("prefix cache: %u blocks max, %u loaded from %s (%llu files "
-                            "ignored: another model or damaged)", max_blocks, loaded,
-                            s->pcache_dir, (unsigned long long)ps->files_rejected);
+                            "ignored: another model or damaged)",
+                            max_blocks, loaded, s->pcache_dir,
+                            (unsigned long long)ps->files_rejected);
         }
     }
     pthread_mutex_lock(&s->mu);

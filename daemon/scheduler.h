@@ -46,22 +46,22 @@ enum pl_daemon_notice {
 };
 
 struct pl_daemon_sched_opts {
-    uint32_t n_seq;           /* requests decoding at once */
+    uint32_t n_seq; /* requests decoding at once */
     uint32_t n_ctx;
     uint32_t n_batch;
     uint32_t kv_tokens;
     uint32_t kv_type;
-    const uint32_t *cpus;     /* pin the thread and the engine pool; NULL/0: no pinning */
+    const uint32_t *cpus; /* pin the thread and the engine pool; NULL/0: no pinning */
     uint32_t n_cpus;
     uint32_t prefill_chunk;
     uint32_t stream_coalesce_us; /* a streamed token may wait this long for later ones so
                                     that one client wake-up delivers several (0: none) */
     uint32_t queue_max;
     uint32_t queue_timeout_ms;
-    uint32_t max_held;        /* request slots over all sessions */
+    uint32_t max_held; /* request slots over all sessions */
     uint32_t max_sessions;
-    uint32_t decode_slots;    /* requests given a token per step, chosen by policy weight and
-                                 class (pl/policy_sched.h); 0: every decoding request */
+    uint32_t decode_slots;         /* requests given a token per step, chosen by policy weight and
+                                      class (pl/policy_sched.h); 0: every decoding request */
     struct pl_daemon_stats *stats; /* borrowed; histograms and counters (NULL: none) */
     uint32_t prefix_cache_tokens;  /* shared prefix KV cache size (0: off) */
     const char *prefix_cache_dir;  /* borrowed for the call: persistence ("" / NULL: none) */
@@ -70,10 +70,10 @@ struct pl_daemon_sched_opts {
 /* Live counters, written by the scheduler (relaxed), read by admin. */
 struct pl_daemon_sched_stats {
     _Atomic uint64_t steps;
-    _Atomic uint64_t tokens_decoded;   /* batch entries */
+    _Atomic uint64_t tokens_decoded; /* batch entries */
     _Atomic uint64_t tokens_generated;
     _Atomic uint64_t requests_done;
-    _Atomic uint64_t kv_exhausted;     /* requests refused for KV */
+    _Atomic uint64_t kv_exhausted; /* requests refused for KV */
     _Atomic uint32_t kv_used_tokens;
     _Atomic uint32_t kv_reserved_tokens;
     _Atomic uint32_t n_active;

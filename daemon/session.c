@@ -126,8 +126,8 @@ struct pl_daemon_session *pl_daemon_session_open(struct pl_daemon_session_table 
 }
 
 int pl_daemon_session_setup_ipc(struct pl_daemon_session *s) {
-    int r = pl_ipc_region_create(&s->reg, PL_DAEMON_SQ_BYTES, PL_DAEMON_CQ_BYTES,
-                                 PL_DAEMON_MAX_RECORD);
+    int r =
+        pl_ipc_region_create(&s->reg, PL_DAEMON_SQ_BYTES, PL_DAEMON_CQ_BYTES, PL_DAEMON_MAX_RECORD);
     if (r < 0)
         return r;
     if ((r = pl_ipc_region_rings(&s->reg, PL_IPC_REGION_BROKER, &s->sq, &s->cq)) < 0)

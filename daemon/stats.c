@@ -42,14 +42,14 @@ static const char *const hist_names[_PL_DAEMON_HIST_MAX] = {
 
 /* Latencies: 10 us .. 30 s, roughly 1-2.5-5 per decade. */
 static const uint64_t ns_bounds[] = {
-    10000ull,      25000ull,      50000ull,      100000ull,     250000ull,
-    500000ull,     1000000ull,    2500000ull,    5000000ull,    10000000ull,
-    25000000ull,   50000000ull,   100000000ull,  250000000ull,  500000000ull,
+    10000ull,      25000ull,      50000ull,      100000ull,      250000ull,
+    500000ull,     1000000ull,    2500000ull,    5000000ull,     10000000ull,
+    25000000ull,   50000000ull,   100000000ull,  250000000ull,   500000000ull,
     1000000000ull, 2500000000ull, 5000000000ull, 10000000000ull, 30000000000ull,
 };
 /* Batch sizes: powers of two up to the largest batch the config allows. */
-static const uint64_t batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
-                                        8192};
+static const uint64_t batch_bounds[] = {1,   2,   4,   8,    16,   32,   64,
+                                        128, 256, 512, 1024, 2048, 4096, 8192};
 
 _Static_assert(sizeof(ns_bounds) / sizeof(ns_bounds[0]) <= PL_DAEMON_HIST_MAX_BOUNDS,
                "too many latency buckets");
@@ -150,12 +150,12 @@ struct snap {
     Picolm__Admin__V1__Stats m;
     Picolm__Admin__V1__IdentityStats *ids;
     Picolm__Admin__V1__IdentityStats **id_ptrs;
-    Picolm__Admin__V1__Counter *ctrs;       /* [(1 + n_ident) * CTR_MAX + N_GAUGES] */
+    Picolm__Admin__V1__Counter *ctrs; /* [(1 + n_ident) * CTR_MAX + N_GAUGES] */
     Picolm__Admin__V1__Counter **ctr_ptrs;
-    Picolm__Admin__V1__Histogram *hists;    /* [(1 + n_ident) * HIST_MAX] */
+    Picolm__Admin__V1__Histogram *hists; /* [(1 + n_ident) * HIST_MAX] */
     Picolm__Admin__V1__Histogram **hist_ptrs;
-    double *bounds;                         /* [HIST_MAX][MAX_BOUNDS], shared by all sets */
-    uint64_t *counts;                       /* [(1 + n_ident) * HIST_MAX][MAX_BOUNDS + 1] */
+    double *bounds;   /* [HIST_MAX][MAX_BOUNDS], shared by all sets */
+    uint64_t *counts; /* [(1 + n_ident) * HIST_MAX][MAX_BOUNDS + 1] */
     char **id_names;
 };
 
@@ -213,8 +213,7 @@ static void snap_free(struct snap *sn) {
     free(sn);
 }
 
-int pl_daemon_stats_proto(const struct pl_daemon_stats *st,
-                          const struct pl_daemon_stats_gauges *g,
+int pl_daemon_stats_proto(const struct pl_daemon_stats *st, const struct pl_daemon_stats_gauges *g,
                           struct Picolm__Admin__V1__Stats **ret) {
     struct snap *sn = calloc(1, sizeof(*sn));
     if (!sn || !st)
@@ -230,11 +229,11 @@ int pl_daemon_stats_proto(const struct pl_daemon_stats *st,
     sn->hists = calloc(sets * _PL_DAEMON_HIST_MAX, sizeof(*sn->hists));
     sn->hist_ptrs = calloc(sets * _PL_DAEMON_HIST_MAX, sizeof(*sn->hist_ptrs));
     sn->bounds = calloc((size_t)_PL_DAEMON_HIST_MAX * PL_DAEMON_HIST_MAX_BOUNDS, sizeof(double));
-    sn->counts = calloc(sets * _PL_DAEMON_HIST_MAX * (PL_DAEMON_HIST_MAX_BOUNDS + 1),
-                        sizeof(uint64_t));
+    sn->counts =
+        calloc(sets * _PL_DAEMON_HIST_MAX * (PL_DAEMON_HIST_MAX_BOUNDS + 1), sizeof(uint64_t));
     sn->id_names = calloc(n ? n : 1, sizeof(char *));
-    if (!sn->ids || !sn->id_ptrs || !sn->ctrs || !sn->ctr_ptrs || !sn->hists ||
-        !sn->hist_ptrs || !sn->bounds || !sn->counts || !sn->id_names)
+    if (!sn->ids || !sn->id_ptrs || !sn->ctrs || !sn->ctr_ptrs || !sn->hists || !sn->hist_ptrs ||
+        !sn->bounds || !sn->counts || !sn->id_names)
         goto oom;
     for (size_t h = 0; h < _PL_DAEMON_HIST_MAX; h++) {
         uint32_t nb;
@@ -256,13 +255,11 @@ int pl_daemon_stats_proto(const struct pl_daemon_stats *st,
     sn->m.n_identities = n;
     sn->m.identities = sn->id_ptrs;
     if (g) {
-        static const char *const gn[N_GAUGES] = {"uptime_ns",        "sessions_open",
-                                                 "requests_active",  "requests_waiting",
-                                                 "kv_used_tokens",   "kv_total_tokens",
-                                                 "draining"};
-        const uint64_t gv[N_GAUGES] = {g->uptime_ns,        g->sessions_open,
-                                       g->requests_active,  g->requests_waiting,
-                                       g->kv_used_tokens,   g->kv_total_tokens,
+        static const char *const gn[N_GAUGES] = {
+            "uptime_ns",      "sessions_open",   "requests_active", "requests_waiting",
+            "kv_used_tokens", "kv_total_tokens", "draining"};
+        const uint64_t gv[N_GAUGES] = {g->uptime_ns,        g->sessions_open,  g->requests_active,
+                                       g->requests_waiting, g->kv_used_tokens, g->kv_total_tokens,
                                        g->draining};
         size_t base = sets * _PL_DAEMON_CTR_MAX;
         for (size_t i = 0; i < N_GAUGES; i++) {
@@ -366,6 +363,5 @@ void pl_daemon_stats_session_end(struct pl_daemon_stats *st, struct pl_daemon_se
                 (unsigned long long)(age / 1000000ull),
                 (double)atomic_load_explicit(&s->ttft_ns, memory_order_relaxed) / 1e6,
                 (double)atomic_load_explicit(&s->queue_ns, memory_order_relaxed) / 1e6,
-                s->kill_pending ? "killed by admin" : why,
-                (unsigned long long)supp);
+                s->kill_pending ? "killed by admin" : why, (unsigned long long)supp);
 }

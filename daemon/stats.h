@@ -19,25 +19,25 @@ struct Picolm__Admin__V1__Stats;
 enum pl_daemon_ctr {
     PL_DAEMON_CTR_SESSIONS_OPENED = 0,
     PL_DAEMON_CTR_SESSIONS_CLOSED,
-    PL_DAEMON_CTR_SESSIONS_KILLED,   /* by picoctl kill */
-    PL_DAEMON_CTR_REQUESTS,          /* Generates accepted and handed to the scheduler */
-    PL_DAEMON_CTR_TOKENS_IN,         /* prompt tokens of those */
-    PL_DAEMON_CTR_TOKENS_OUT,        /* tokens generated */
+    PL_DAEMON_CTR_SESSIONS_KILLED, /* by picoctl kill */
+    PL_DAEMON_CTR_REQUESTS,        /* Generates accepted and handed to the scheduler */
+    PL_DAEMON_CTR_TOKENS_IN,       /* prompt tokens of those */
+    PL_DAEMON_CTR_TOKENS_OUT,      /* tokens generated */
     PL_DAEMON_CTR_FINISH_LENGTH,
     PL_DAEMON_CTR_FINISH_STOP,
     PL_DAEMON_CTR_FINISH_EOS,
     PL_DAEMON_CTR_FINISH_CANCELLED,
-    PL_DAEMON_CTR_REQUESTS_FAILED,   /* ended with an Error (KV exhausted, internal...) */
-    PL_DAEMON_CTR_PROTOCOL_ERRORS,   /* sessions ended for breaking the protocol */
+    PL_DAEMON_CTR_REQUESTS_FAILED, /* ended with an Error (KV exhausted, internal...) */
+    PL_DAEMON_CTR_PROTOCOL_ERRORS, /* sessions ended for breaking the protocol */
     _PL_DAEMON_CTR_MAX,
 };
 
 enum pl_daemon_hist {
-    PL_DAEMON_HIST_TTFT = 0,         /* ns, receipt to first token */
-    PL_DAEMON_HIST_INTER_TOKEN,      /* ns between two tokens of one request */
-    PL_DAEMON_HIST_QUEUE_WAIT,       /* ns, receipt to first scheduled step */
-    PL_DAEMON_HIST_STEP,             /* ns per forward step (total only) */
-    PL_DAEMON_HIST_BATCH,            /* tokens per forward step (total only) */
+    PL_DAEMON_HIST_TTFT = 0,    /* ns, receipt to first token */
+    PL_DAEMON_HIST_INTER_TOKEN, /* ns between two tokens of one request */
+    PL_DAEMON_HIST_QUEUE_WAIT,  /* ns, receipt to first scheduled step */
+    PL_DAEMON_HIST_STEP,        /* ns per forward step (total only) */
+    PL_DAEMON_HIST_BATCH,       /* tokens per forward step (total only) */
     _PL_DAEMON_HIST_MAX,
 };
 
@@ -112,8 +112,7 @@ struct pl_daemon_stats_gauges {
 
 /* A snapshot as the admin protocol's Stats message. Allocates; free with
  * pl_daemon_stats_proto_free(). Returns 0 or -ENOMEM. */
-int pl_daemon_stats_proto(const struct pl_daemon_stats *st,
-                          const struct pl_daemon_stats_gauges *g,
+int pl_daemon_stats_proto(const struct pl_daemon_stats *st, const struct pl_daemon_stats_gauges *g,
                           struct Picolm__Admin__V1__Stats **ret);
 void pl_daemon_stats_proto_free(struct Picolm__Admin__V1__Stats *m);
 

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config liburing-dev libseccomp-dev libprotobuf-c-dev
-      protobuf-c-compiler libcmocka-dev clang python3 systemd groff-base dpkg-dev)
+      protobuf-c-compiler libcmocka-dev clang clang-format python3 systemd groff-base dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -37,8 +37,8 @@ int main(int argc, char **argv) {
     r = picolm_model_info(c, &info);
     if (r != PICOLM_OK)
         goto fail;
-    printf("model: %s (%s, %u layers, vocabulary %u, context %u)\n", info.name,
-           info.architecture, info.n_layer, info.n_vocab, info.n_ctx);
+    printf("model: %s (%s, %u layers, vocabulary %u, context %u)\n", info.name, info.architecture,
+           info.n_layer, info.n_vocab, info.n_ctx);
 
     /* 1. Callback form. */
     struct picolm_generate_params p;

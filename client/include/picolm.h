@@ -33,8 +33,8 @@
  * Structs with a `size` first field grow over time: the caller sets size to
  * sizeof(the struct as it knows it); the library reads (input) or writes (output) only that
  * many bytes. A size smaller than the first layout of the struct is PICOLM_E_INVALID (for
- * picolm_generate_params, PICOLM_GENERATE_PARAMS_SIZE_V0 is the first layout). An input struct larger
- * than the library knows is accepted when the extra bytes are all zero, else refused with
+ * picolm_generate_params, PICOLM_GENERATE_PARAMS_SIZE_V0 is the first layout). An input struct
+ * larger than the library knows is accepted when the extra bytes are all zero, else refused with
  * PICOLM_E_UNSUPPORTED. */
 #ifndef PICOLM_H
 #define PICOLM_H
@@ -156,15 +156,15 @@ struct picolm_sampling {
 #define PICOLM_GEN_NO_STREAM 0x2u  /* the broker sends the whole text in one chunk at the end */
 
 struct picolm_generate_params {
-    size_t size;             /* sizeof(struct picolm_generate_params) */
+    size_t size; /* sizeof(struct picolm_generate_params) */
     /* Input: exactly one of prompt (text, tokenized by the broker with BOS as the model
      * wants) or tokens (ids used as given). All pointers are borrowed for the call only. */
-    const char *prompt;      /* NULL: use tokens */
-    size_t prompt_len;       /* bytes of prompt; 0: strlen(prompt) */
+    const char *prompt; /* NULL: use tokens */
+    size_t prompt_len;  /* bytes of prompt; 0: strlen(prompt) */
     const int32_t *tokens;
     size_t n_tokens;
-    uint32_t max_tokens;     /* 0: until end of generation or a full context */
-    uint32_t flags;          /* PICOLM_GEN_* */
+    uint32_t max_tokens; /* 0: until end of generation or a full context */
+    uint32_t flags;      /* PICOLM_GEN_* */
     struct picolm_sampling sampling;
     const char *const *stop; /* n_stop NUL-terminated stop strings (may be NULL if 0): the
                                 output ends before the first one that appears in it (matched
@@ -180,7 +180,7 @@ struct picolm_generate_params {
      * template's end-of-turn strings are then stop strings too. Exactly one of prompt,
      * tokens and messages is given. */
     const struct picolm_message *messages;
-    size_t n_messages;       /* 1..1024 when messages is set */
+    size_t n_messages;         /* 1..1024 when messages is set */
     const char *chat_template; /* NULL or "": the model's own template; else a family name:
                                   "llama2", "llama3", "chatml" ("qwen"), "zephyr",
                                   "mistral", "phi3", "gemma" (needs messages) */
@@ -194,7 +194,7 @@ struct picolm_generate_params {
      * most likely tokens at its position, read with picolm_chunk_logprob() and
      * picolm_chunk_top(). */
     uint32_t logprobs;
-    uint32_t reserved;       /* zero */
+    uint32_t reserved; /* zero */
 };
 
 /* One chat message (both strings NUL-terminated, valid UTF-8, borrowed for the call). role:
@@ -207,7 +207,7 @@ struct picolm_message {
 
 /* sizeof(struct picolm_generate_params) of the first layout (up to n_stop): callers built
  * against it keep working; the fields after it are then zero. */
-#define PICOLM_GENERATE_PARAMS_SIZE_V0 \
+#define PICOLM_GENERATE_PARAMS_SIZE_V0                                                             \
     (offsetof(struct picolm_generate_params, n_stop) + sizeof(size_t))
 
 /* Fill p with defaults: size set, no input, max_tokens 0, flags 0, sampling temperature 0.8,
@@ -227,18 +227,18 @@ enum picolm_finish {
 
 /* The outcome of one generation, written when the broker reports the end. */
 struct picolm_result {
-    size_t size;               /* set by the caller: sizeof(struct picolm_result) */
+    size_t size; /* set by the caller: sizeof(struct picolm_result) */
     uint64_t request_id;
-    uint32_t finish_reason;    /* enum picolm_finish */
+    uint32_t finish_reason; /* enum picolm_finish */
     uint32_t prompt_tokens;
     uint32_t generated_tokens;
     uint32_t reserved;
-    uint64_t queue_ns;         /* broker: from receipt to the first scheduled step */
+    uint64_t queue_ns; /* broker: from receipt to the first scheduled step */
     uint64_t prefill_ns;
     uint64_t decode_ns;
-    uint64_t ttft_ns;          /* broker: from receipt to the first token */
-    uint64_t seed;             /* the seed used */
-    char reason[128];          /* broker's detail, NUL-terminated, may be "" */
+    uint64_t ttft_ns; /* broker: from receipt to the first token */
+    uint64_t seed;    /* the seed used */
+    char reason[128]; /* broker's detail, NUL-terminated, may be "" */
 };
 
 /* A batch of generated tokens. All pointers are borrowed: valid until the callback returns
@@ -246,10 +246,10 @@ struct picolm_result {
  * client must copy what it still needs first). */
 struct picolm_chunk {
     uint64_t request_id;
-    const int32_t *ids;      /* n_ids token ids */
+    const int32_t *ids; /* n_ids token ids */
     size_t n_ids;
-    const char *text;        /* text_len bytes: the exact pieces of ids; a UTF-8 sequence may
-                                be split across chunks; not NUL-terminated */
+    const char *text; /* text_len bytes: the exact pieces of ids; a UTF-8 sequence may
+                         be split across chunks; not NUL-terminated */
     size_t text_len;
 };
 
@@ -354,20 +354,20 @@ int picolm_detokenize(picolm_client *client, const int32_t *ids, size_t n_ids, c
                       size_t cap, size_t *ret_len);
 
 struct picolm_model_info {
-    size_t size;             /* set by the caller: sizeof(struct picolm_model_info) */
-    char name[128];          /* NUL-terminated, truncated if longer; "" when unknown */
-    char architecture[32];   /* e.g. "llama" */
-    char tokenizer[32];      /* e.g. "llama" (SentencePiece) or "gpt2" (byte-level BPE) */
+    size_t size;           /* set by the caller: sizeof(struct picolm_model_info) */
+    char name[128];        /* NUL-terminated, truncated if longer; "" when unknown */
+    char architecture[32]; /* e.g. "llama" */
+    char tokenizer[32];    /* e.g. "llama" (SentencePiece) or "gpt2" (byte-level BPE) */
     uint32_t n_vocab;
-    uint32_t n_ctx;          /* the context one request may use */
+    uint32_t n_ctx; /* the context one request may use */
     uint32_t n_embd;
     uint32_t n_layer;
     uint32_t n_head;
     uint32_t n_head_kv;
     uint64_t n_params;
     uint64_t file_bytes;
-    int32_t bos;             /* -1: none */
-    int32_t eos;             /* -1: none */
+    int32_t bos; /* -1: none */
+    int32_t eos; /* -1: none */
 };
 
 /* Ask the broker about its model; fills ret up to ret->size. Errors: PICOLM_E_INVALID (NULL,

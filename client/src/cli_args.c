@@ -283,7 +283,7 @@ int pl_cli_args_parse_ids(const char *s, int32_t **ret_ids, size_t *ret_n, char 
 bad:
     free(ids);
     (void)snprintf(err, err_len,
-                   "--tokens: expected comma-separated token ids in [0, %d], got '%s'",
-                   INT32_MAX, quote(s, q, sizeof(q)));
+                   "--tokens: expected comma-separated token ids in [0, %d], got '%s'", INT32_MAX,
+                   quote(s, q, sizeof(q)));
     return -EINVAL;
 }

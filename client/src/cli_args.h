@@ -10,11 +10,11 @@
 #include <stdint.h>
 
 enum pl_cli_opt_kind {
-    PL_CLI_OPT_FLAG,  /* bool, no value */
-    PL_CLI_OPT_STR,   /* const char * (borrowed from argv) */
-    PL_CLI_OPT_I64,   /* int64_t within [min, max] */
-    PL_CLI_OPT_U64,   /* uint64_t, any value */
-    PL_CLI_OPT_FLOAT, /* float, finite, within the range below */
+    PL_CLI_OPT_FLAG,     /* bool, no value */
+    PL_CLI_OPT_STR,      /* const char * (borrowed from argv) */
+    PL_CLI_OPT_I64,      /* int64_t within [min, max] */
+    PL_CLI_OPT_U64,      /* uint64_t, any value */
+    PL_CLI_OPT_FLOAT,    /* float, finite, within the range below */
     PL_CLI_OPT_STR_LIST, /* struct pl_cli_str_list: repeatable, up to max values */
 };
 
@@ -26,17 +26,17 @@ struct pl_cli_str_list {
 };
 
 struct pl_cli_opt {
-    const char *name;     /* long name without dashes: "top-p" */
-    char short_name;      /* 0 when none */
+    const char *name; /* long name without dashes: "top-p" */
+    char short_name;  /* 0 when none */
     enum pl_cli_opt_kind kind;
-    void *dst;            /* bool / const char * / int64_t / uint64_t / float */
-    double min, max;      /* range for I64 and FLOAT; +-INFINITY for open ends; STR_LIST:
-                             max is the most values (<= PL_CLI_LIST_MAX) */
-    bool min_open;        /* exclusive lower bound: "(0, 1]" */
+    void *dst;       /* bool / const char * / int64_t / uint64_t / float */
+    double min, max; /* range for I64 and FLOAT; +-INFINITY for open ends; STR_LIST:
+                        max is the most values (<= PL_CLI_LIST_MAX) */
+    bool min_open;   /* exclusive lower bound: "(0, 1]" */
     bool max_open;
-    const char *metavar;  /* "N", "TEXT": for --help */
+    const char *metavar; /* "N", "TEXT": for --help */
     const char *help;
-    bool seen;            /* set by the parser */
+    bool seen; /* set by the parser */
 };
 
 /* Size of the message buffer the parsers fill. */

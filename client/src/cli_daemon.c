@@ -28,30 +28,45 @@ static struct daemon_backend *to_daemon(struct pl_cli_backend *b) {
  * (a usage error, as with --model); -EIO is never produced (it means "stdout failed"). */
 static int errno_of(int status) {
     switch (status) {
-    case PICOLM_OK: return 0;
-    case PICOLM_E_INVALID: return -EINVAL;
-    case PICOLM_E_CONTEXT: return -E2BIG;
-    case PICOLM_E_NOMEM: return -ENOMEM;
-    case PICOLM_E_DENIED: return -PL_ERR_DENIED;
-    case PICOLM_E_QUOTA: return -PL_ERR_QUOTA;
-    case PICOLM_E_EXHAUSTED: return -PL_ERR_EXHAUSTED;
+    case PICOLM_OK:
+        return 0;
+    case PICOLM_E_INVALID:
+        return -EINVAL;
+    case PICOLM_E_CONTEXT:
+        return -E2BIG;
+    case PICOLM_E_NOMEM:
+        return -ENOMEM;
+    case PICOLM_E_DENIED:
+        return -PL_ERR_DENIED;
+    case PICOLM_E_QUOTA:
+        return -PL_ERR_QUOTA;
+    case PICOLM_E_EXHAUSTED:
+        return -PL_ERR_EXHAUSTED;
     case PICOLM_E_BROKER_GONE:
-    case PICOLM_E_SHUTDOWN: return -PL_ERR_GONE;
-    case PICOLM_E_PROTOCOL: return -PL_ERR_PROTOCOL;
-    case PICOLM_E_VERSION: return -PL_ERR_VERSION;
-    case PICOLM_E_CANCELLED: return -PL_ERR_CANCELLED;
-    case PICOLM_E_UNSUPPORTED: return -PL_ERR_UNSUPPORTED;
-    case PICOLM_E_TIMEOUT: return -ETIMEDOUT;
-    case PICOLM_E_UNREACHABLE: return -ECONNREFUSED;
-    default: return -ECOMM;
+    case PICOLM_E_SHUTDOWN:
+        return -PL_ERR_GONE;
+    case PICOLM_E_PROTOCOL:
+        return -PL_ERR_PROTOCOL;
+    case PICOLM_E_VERSION:
+        return -PL_ERR_VERSION;
+    case PICOLM_E_CANCELLED:
+        return -PL_ERR_CANCELLED;
+    case PICOLM_E_UNSUPPORTED:
+        return -PL_ERR_UNSUPPORTED;
+    case PICOLM_E_TIMEOUT:
+        return -ETIMEDOUT;
+    case PICOLM_E_UNREACHABLE:
+        return -ECONNREFUSED;
+    default:
+        return -ECOMM;
     }
 }
 
 /* Record the broker's message for a failed call and return its errno form. */
 static int failed(struct daemon_backend *d, const char *what, int status) {
     const char *detail = picolm_last_error(d->client);
-    (void)snprintf(d->base.err, sizeof(d->base.err), "%s: %s%s%s", what,
-                   picolm_strerror(status), detail[0] ? ": " : "", detail);
+    (void)snprintf(d->base.err, sizeof(d->base.err), "%s: %s%s%s", what, picolm_strerror(status),
+                   detail[0] ? ": " : "", detail);
     return errno_of(status);
 }
 
@@ -83,8 +98,8 @@ static uint32_t daemon_n_vocab(struct pl_cli_backend *b) {
     return to_daemon(b)->info.n_vocab;
 }
 
-static int daemon_tokenize(struct pl_cli_backend *b, const char *text, size_t len,
-                           bool add_special, int32_t **ret_ids, size_t *ret_n) {
+static int daemon_tokenize(struct pl_cli_backend *b, const char *text, size_t len, bool add_special,
+                           int32_t **ret_ids, size_t *ret_n) {
     struct daemon_backend *d = to_daemon(b);
     uint32_t flags = add_special ? PICOLM_TOK_ADD_SPECIAL : 0;
     /* One byte gives at most about one token (+ BOS/EOS): one round trip in practice. */
@@ -125,8 +140,8 @@ static int relay_chunk(void *user, const struct picolm_chunk *ch) {
     struct gen_relay *g = user;
     size_t n_top = PL_MIN(picolm_chunk_n_top(ch), (size_t)PL_CLI_MAX_TOP_LOGPROBS);
     for (size_t i = 0; i < ch->n_ids; i++) {
-        struct pl_cli_token t = {.id = ch->ids[i], .piece = i ? "" : ch->text,
-                                 .len = i ? 0 : ch->text_len};
+        struct pl_cli_token t = {
+            .id = ch->ids[i], .piece = i ? "" : ch->text, .len = i ? 0 : ch->text_len};
         if (picolm_chunk_logprob(ch, i, &t.logprob) == PICOLM_OK) {
             t.has_logprob = true;
             for (size_t j = 0; j < n_top; j++)
@@ -153,8 +168,8 @@ static int relay_chunk(void *user, const struct picolm_chunk *ch) {
 }
 
 static int daemon_generate(struct pl_cli_backend *b, const int32_t *prompt, size_t n_prompt,
-                           const struct pl_cli_gen_opts *opts, pl_cli_token_fn on_token,
-                           void *ud, struct pl_cli_gen_stats *ret_stats) {
+                           const struct pl_cli_gen_opts *opts, pl_cli_token_fn on_token, void *ud,
+                           struct pl_cli_gen_stats *ret_stats) {
     struct daemon_backend *d = to_daemon(b);
     memset(ret_stats, 0, sizeof(*ret_stats));
     ret_stats->n_prompt = n_prompt;

@@ -53,13 +53,27 @@ void pl_cli_json_write_str(FILE *f, const char *str, size_t len) {
         unsigned char c = s[i];
         if (c < 0x80) {
             switch (c) {
-            case '"': (void)fputs("\\\"", f); break;
-            case '\\': (void)fputs("\\\\", f); break;
-            case '\n': (void)fputs("\\n", f); break;
-            case '\r': (void)fputs("\\r", f); break;
-            case '\t': (void)fputs("\\t", f); break;
-            case '\b': (void)fputs("\\b", f); break;
-            case '\f': (void)fputs("\\f", f); break;
+            case '"':
+                (void)fputs("\\\"", f);
+                break;
+            case '\\':
+                (void)fputs("\\\\", f);
+                break;
+            case '\n':
+                (void)fputs("\\n", f);
+                break;
+            case '\r':
+                (void)fputs("\\r", f);
+                break;
+            case '\t':
+                (void)fputs("\\t", f);
+                break;
+            case '\b':
+                (void)fputs("\\b", f);
+                break;
+            case '\f':
+                (void)fputs("\\f", f);
+                break;
             default:
                 if (c < 0x20 || c == 0x7f)
                     (void)fprintf(f, "\\u%04x", c);
@@ -174,8 +188,8 @@ static int parse_string(struct jp *p, char **ret, size_t *ret_len) {
         }
         if (ch != '\\') {
             size_t skip = 0;
-            size_t k = pl_cli_json_utf8_seq((const unsigned char *)p->s + p->pos,
-                                            p->len - p->pos, &skip);
+            size_t k =
+                pl_cli_json_utf8_seq((const unsigned char *)p->s + p->pos, p->len - p->pos, &skip);
             if (k == 0) {
                 r = jp_fail(p, "invalid UTF-8 in a string");
                 goto fail;
@@ -192,14 +206,30 @@ static int parse_string(struct jp *p, char **ret, size_t *ret_len) {
         }
         char e = p->s[p->pos++];
         switch (e) {
-        case '"': o[n++] = '"'; break;
-        case '\\': o[n++] = '\\'; break;
-        case '/': o[n++] = '/'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
+        case '"':
+            o[n++] = '"';
+            break;
+        case '\\':
+            o[n++] = '\\';
+            break;
+        case '/':
+            o[n++] = '/';
+            break;
+        case 'b':
+            o[n++] = '\b';
+            break;
+        case 'f':
+            o[n++] = '\f';
+            break;
+        case 'n':
+            o[n++] = '\n';
+            break;
+        case 'r':
+            o[n++] = '\r';
+            break;
+        case 't':
+            o[n++] = '\t';
+            break;
         case 'u': {
             uint32_t cp, lo;
             if ((r = hex4(p, &cp)) < 0)
@@ -276,7 +306,8 @@ static int parse_message(struct jp *p, size_t i, struct pl_cli_msg *m) {
             if (!slot) {
                 (void)snprintf(what, sizeof(what),
                                "messages[%zu]: unknown member \"%.24s\" (only \"role\" and "
-                               "\"content\")", i, key);
+                               "\"content\")",
+                               i, key);
                 free(key);
                 return jp_fail(p, what);
             }

@@ -39,21 +39,21 @@ struct local {
     struct pl_cli_backend base; /* first: the ops see a struct pl_cli_backend * */
     struct pl_cli_local_opts opts;
     char path[4096];
-    struct pl_model *model;       /* NULL for a vocabulary-only file */
-    struct pl_gguf *vocab_gguf;   /* vocabulary-only file: its reader and tokenizer (owned) */
+    struct pl_model *model;     /* NULL for a vocabulary-only file */
+    struct pl_gguf *vocab_gguf; /* vocabulary-only file: its reader and tokenizer (owned) */
     struct pl_tokenizer *vocab_tok;
     const struct pl_tokenizer *tok;
     uint32_t n_vocab;
     struct pl_ctx *ctx;
-    uint32_t ctx_n_ctx;       /* n_ctx the context was created with */
+    uint32_t ctx_n_ctx; /* n_ctx the context was created with */
     uint32_t ctx_n_batch;
     char *piece;
     size_t piece_cap;
     /* Features */
-    int chat_family;              /* detected from tokenizer.chat_template, 0: none */
+    int chat_family; /* detected from tokenizer.chat_template, 0: none */
     char bos_text[64], eos_text[64];
     struct pl_grammar_vocab *gvocab; /* built on the first constrained request */
-    int32_t *chat_ids;            /* the last rendered conversation */
+    int32_t *chat_ids;               /* the last rendered conversation */
     size_t n_chat_ids;
 };
 
@@ -103,8 +103,10 @@ static uint32_t default_n_ctx(const struct local *l) {
 
 /* A vocabulary-only file has no weights to run: a usage error (exit 2), in one line. */
 static int vocab_only_refuse(struct local *l, const char *what) {
-    set_err(l, "'%.256s' holds a vocabulary only (no tensors): it can tokenize and describe, "
-               "not %s", l->path, what);
+    set_err(l,
+            "'%.256s' holds a vocabulary only (no tensors): it can tokenize and describe, "
+            "not %s",
+            l->path, what);
     return -EINVAL;
 }
 
@@ -181,8 +183,8 @@ static uint32_t local_n_vocab(struct pl_cli_backend *b) {
 
 /* ---- tokenize ---- */
 
-static int local_tokenize(struct pl_cli_backend *b, const char *text, size_t len,
-                          bool add_special, int32_t **ret_ids, size_t *ret_n) {
+static int local_tokenize(struct pl_cli_backend *b, const char *text, size_t len, bool add_special,
+                          int32_t **ret_ids, size_t *ret_n) {
     struct local *l = to_local(b);
     /* A token covers at least one byte, plus BOS/EOS: len + 2 always suffices for the
      * tokenizers we have; -ENOSPC still gets one retry with the exact size. */
@@ -252,8 +254,8 @@ static int decode_prompt(struct local *l, const int32_t *tokens, size_t n, bool 
             pos[i] = (int32_t)(start + i);
             want[i] = want_all || start + i == n - 1;
         }
-        struct pl_batch batch = {.n = m, .token = tokens + start, .pos = pos, .seq = seq,
-                                 .logits = want};
+        struct pl_batch batch = {
+            .n = m, .token = tokens + start, .pos = pos, .seq = seq, .logits = want};
         r = pl_ctx_decode(l->ctx, &batch, out);
         if (r < 0) {
             set_err(l, "forward pass failed at position %zu: %s", start, pl_strerror(r));
@@ -301,8 +303,10 @@ static int render_chat(struct local *l, const struct pl_cli_gen_opts *o, int *re
     if (o->template_name && o->template_name[0]) {
         fam = pl_chat_template_from_name(o->template_name);
         if (fam < 0) {
-            set_err(l, "unknown chat template '%.32s' (llama2, llama3, chatml, qwen, zephyr, "
-                       "mistral, phi3, gemma)", o->template_name);
+            set_err(l,
+                    "unknown chat template '%.32s' (llama2, llama3, chatml, qwen, zephyr, "
+                    "mistral, phi3, gemma)",
+                    o->template_name);
             return -EINVAL;
         }
     } else if (l->chat_family > 0) {
@@ -323,15 +327,17 @@ static int render_chat(struct local *l, const struct pl_cli_gen_opts *o, int *re
             r = -EINVAL;
             goto out;
         }
-        cm[i] = (struct pl_chat_msg){.role = role, .role_len = rl,
+        cm[i] = (struct pl_chat_msg){.role = role,
+                                     .role_len = rl,
                                      .content = content ? content : "",
                                      .content_len = content ? strlen(content) : 0};
     }
-    r = pl_chat_render((enum pl_chat_family)fam, cm, o->n_messages, true, l->bos_text,
-                       l->eos_text, NULL, 0, &len);
+    r = pl_chat_render((enum pl_chat_family)fam, cm, o->n_messages, true, l->bos_text, l->eos_text,
+                       NULL, 0, &len);
     if (r < 0 && r != -ENOSPC) {
-        set_err(l, "messages do not fit the %s template (roles must be system/user/assistant, "
-                   "alternating where the template wants it)",
+        set_err(l,
+                "messages do not fit the %s template (roles must be system/user/assistant, "
+                "alternating where the template wants it)",
                 pl_chat_template_name((enum pl_chat_family)fam));
         goto out;
     }
@@ -340,8 +346,8 @@ static int render_chat(struct local *l, const struct pl_cli_gen_opts *o, int *re
         r = -ENOMEM;
         goto out;
     }
-    r = pl_chat_render((enum pl_chat_family)fam, cm, o->n_messages, true, l->bos_text,
-                       l->eos_text, text, len + 1, &len);
+    r = pl_chat_render((enum pl_chat_family)fam, cm, o->n_messages, true, l->bos_text, l->eos_text,
+                       text, len + 1, &len);
     if (r < 0) {
         set_err(l, "cannot render the messages: %s", pl_strerror(r));
         goto out;
@@ -384,13 +390,13 @@ struct feat {
     struct pl_stop *stop;
     struct pl_grammar *grammar;
     struct pl_grammar_state *gst;
-    float *lp_logits;             /* [n_vocab] logits the token was drawn from */
-    struct pl_logprob *top;       /* [top_n] */
+    float *lp_logits;       /* [n_vocab] logits the token was drawn from */
+    struct pl_logprob *top; /* [top_n] */
     uint32_t top_n;
     bool lp;
-    char *hold;                   /* stream bytes fed to the matcher, not yet released */
+    char *hold; /* stream bytes fed to the matcher, not yet released */
     size_t n_hold, hold_cap;
-    uint64_t emitted;             /* stream bytes released */
+    uint64_t emitted; /* stream bytes released */
 };
 
 static void feat_done(struct feat *f) {
@@ -405,8 +411,7 @@ static void feat_done(struct feat *f) {
 
 /* The request's stop strings, then the chat family's end-of-turn strings while there is
  * room; the grammar; logprob buffers. */
-static int feat_init(struct local *l, const struct pl_cli_gen_opts *o, int family,
-                     struct feat *f) {
+static int feat_init(struct local *l, const struct pl_cli_gen_opts *o, int family, struct feat *f) {
     const char *strs[PL_STOP_MAX];
     size_t lens[PL_STOP_MAX], n = 0;
     char gerr[256] = "";
@@ -446,8 +451,8 @@ static int feat_init(struct local *l, const struct pl_cli_gen_opts *o, int famil
             set_err(l, "cannot index the vocabulary for the grammar: %s", pl_strerror(r));
             goto fail;
         }
-        r = pl_grammar_compile_json(l->gvocab, o->json_schema, o->json_schema_len,
-                                    &f->grammar, gerr, sizeof(gerr));
+        r = pl_grammar_compile_json(l->gvocab, o->json_schema, o->json_schema_len, &f->grammar,
+                                    gerr, sizeof(gerr));
         if (r < 0) {
             f->grammar = NULL;
             set_err(l, "json_schema: %s", gerr[0] ? gerr : pl_strerror(r));
@@ -576,8 +581,8 @@ static int local_generate(struct pl_cli_backend *b, const int32_t *prompt, size_
         return -EINVAL;
     }
     if (n_prompt > n_ctx) {
-        set_err(l, "the prompt has %zu tokens, more than the context (%u; see --ctx)",
-                n_prompt, n_ctx);
+        set_err(l, "the prompt has %zu tokens, more than the context (%u; see --ctx)", n_prompt,
+                n_ctx);
         return -E2BIG;
     }
     for (size_t i = 0; i < n_prompt; i++) {

@@ -86,9 +86,11 @@ int pl_client_conn_open(struct pl_client_conn *c, const char *path, char *err, s
         .region_fd = -1, .broker_doorbell_fd = -1, .client_doorbell_fd = -1};
     int r;
 
-    *c = (struct pl_client_conn){
-        .sock = -1, .broker_fd = -1, .client_fd = -1, .region = PL_IPC_REGION_INIT,
-        .timeout_ms = -1};
+    *c = (struct pl_client_conn){.sock = -1,
+                                 .broker_fd = -1,
+                                 .client_fd = -1,
+                                 .region = PL_IPC_REGION_INIT,
+                                 .timeout_ms = -1};
 
     r = socket_connect(path, &c->sock);
     if (r < 0) {
@@ -184,9 +186,10 @@ static int check_socket(struct pl_client_conn *c, short revents) {
         uint8_t bytes[CMSG_SPACE(sizeof(int) * 8)];
     } ctl;
     struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.bytes,
-        .msg_controllen = sizeof(ctl.bytes)};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.bytes,
+                        .msg_controllen = sizeof(ctl.bytes)};
     ssize_t n = recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n == 0) {
         atomic_store_explicit(&c->gone, true, memory_order_relaxed);

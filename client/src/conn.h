@@ -18,21 +18,21 @@
 struct ProtobufCMessage;
 
 struct pl_client_conn {
-    int sock;                     /* SOCK_SEQPACKET to the broker (owned) */
-    int broker_fd;                /* broker doorbell: we ring it (owned) */
-    int client_fd;                /* our doorbell: we sleep on it (owned) */
-    struct pl_ipc_region region;  /* the mapped memfd (owned) */
-    struct pl_ipc_ring sq;        /* producer end, guarded by sq_lock */
-    struct pl_ipc_ring cq;        /* consumer end, owner thread only */
-    pthread_mutex_t sq_lock;      /* submissions may come from any thread (picolm_cancel) */
+    int sock;                    /* SOCK_SEQPACKET to the broker (owned) */
+    int broker_fd;               /* broker doorbell: we ring it (owned) */
+    int client_fd;               /* our doorbell: we sleep on it (owned) */
+    struct pl_ipc_region region; /* the mapped memfd (owned) */
+    struct pl_ipc_ring sq;       /* producer end, guarded by sq_lock */
+    struct pl_ipc_ring cq;       /* consumer end, owner thread only */
+    pthread_mutex_t sq_lock;     /* submissions may come from any thread (picolm_cancel) */
     bool lock_ready;
-    _Atomic bool gone;            /* the broker hung up (sticky; any thread may see it) */
+    _Atomic bool gone; /* the broker hung up (sticky; any thread may see it) */
     uint64_t session_id;
     uint64_t spin_ns;
-    uint32_t spin_misses;         /* waits in a row whose spin ended without a completion */
-    uint32_t spin_skips;          /* waits that skipped the spin since it last missed */
-    int timeout_ms;               /* -1: no bound */
-    uint8_t *rx;                  /* private copy of the record being decoded */
+    uint32_t spin_misses; /* waits in a row whose spin ended without a completion */
+    uint32_t spin_skips;  /* waits that skipped the spin since it last missed */
+    int timeout_ms;       /* -1: no bound */
+    uint8_t *rx;          /* private copy of the record being decoded */
     uint32_t rx_cap;
 };
 
@@ -53,8 +53,8 @@ void pl_client_conn_close(struct pl_client_conn *c);
  * polls for room (up to the timeout, or 5 s when there is none). *ret_need (may be NULL)
  * receives the payload size on -EAGAIN. Returns 0, -EAGAIN, -EMSGSIZE (too large for one
  * record), -PL_ERR_GONE, -PL_ERR_PROTOCOL, -ETIMEDOUT or -errno. Thread-safe. */
-int pl_client_conn_send(struct pl_client_conn *c, uint32_t type,
-                        const struct ProtobufCMessage *msg, bool may_wait, uint32_t *ret_need);
+int pl_client_conn_send(struct pl_client_conn *c, uint32_t type, const struct ProtobufCMessage *msg,
+                        bool may_wait, uint32_t *ret_need);
 
 /* Owner thread: copy the next completion record into c->rx. Returns 1 with *ret_type and
  * *ret_len set, 0 when the ring is empty, -PL_ERR_PROTOCOL on a broken ring. */

@@ -62,7 +62,7 @@ struct qent {
     uint32_t magic;
     uint32_t n_ids;
     uint32_t text_len;
-    uint32_t has_lp;   /* 1: logprobs[n_ids] and top[n_ids][top_n] follow */
+    uint32_t has_lp; /* 1: logprobs[n_ids] and top[n_ids][top_n] follow */
     uint32_t top_n;
     uint32_t reserved;
 };
@@ -75,8 +75,8 @@ struct qtop {
 
 /* The logprobs of a chunk as received (borrowed from the decoded record). */
 struct chunk_lp {
-    const float *logprobs;                     /* [n_ids] or NULL */
-    Picolm__V1__TokenLogprob *const *top;      /* [n_ids * top_n] */
+    const float *logprobs;                /* [n_ids] or NULL */
+    Picolm__V1__TokenLogprob *const *top; /* [n_ids * top_n] */
     uint32_t top_n;
 };
 
@@ -88,8 +88,8 @@ struct req {
     uint64_t id;
     enum req_kind kind;
     bool done;
-    int status;             /* final status once done */
-    char msg[MSG_BYTES];    /* the broker's message for a failed request */
+    int status;          /* final status once done */
+    char msg[MSG_BYTES]; /* the broker's message for a failed request */
     /* REQ_GENERATE */
     bool have_result;
     struct picolm_result result;
@@ -116,14 +116,14 @@ struct picolm_stream {
 struct picolm_client {
     struct pl_client_conn conn;
     struct pl_client_arena arena;
-    _Atomic uint64_t last_id;   /* the last request id issued (ids start at 1); atomic only
-                                   because picolm_cancel() may read it from another thread:
-                                   relaxed everywhere, it publishes no other data */
-    struct req **inflight;      /* [cap_inflight], n_inflight used */
+    _Atomic uint64_t last_id; /* the last request id issued (ids start at 1); atomic only
+                                 because picolm_cancel() may read it from another thread:
+                                 relaxed everywhere, it publishes no other data */
+    struct req **inflight;    /* [cap_inflight], n_inflight used */
     size_t n_inflight;
     size_t cap_inflight;
     struct picolm_stream *streams;
-    int dead;                   /* 0, or the sticky status of a dead connection */
+    int dead; /* 0, or the sticky status of a dead connection */
     char dead_msg[MSG_BYTES];
     char err[512];
 };
@@ -132,26 +132,46 @@ struct picolm_client {
 
 PL_EXPORT const char *picolm_strerror(int status) {
     switch (status) {
-    case PICOLM_OK: return "success";
-    case PICOLM_E_INVALID: return "invalid argument";
-    case PICOLM_E_DENIED: return "permission denied by the broker's policy";
-    case PICOLM_E_QUOTA: return "quota exceeded";
-    case PICOLM_E_EXHAUSTED: return "broker resources exhausted";
-    case PICOLM_E_BROKER_GONE: return "the broker went away";
-    case PICOLM_E_PROTOCOL: return "protocol violation by the broker";
-    case PICOLM_E_CANCELLED: return "cancelled";
-    case PICOLM_E_UNREACHABLE: return "broker unreachable";
-    case PICOLM_E_VERSION: return "incompatible protocol version";
-    case PICOLM_E_NOMEM: return "out of memory";
-    case PICOLM_E_TIMEOUT: return "timed out";
-    case PICOLM_E_CONTEXT: return "prompt does not fit the context";
-    case PICOLM_E_UNSUPPORTED: return "unsupported";
-    case PICOLM_E_NOT_FOUND: return "no such request";
-    case PICOLM_E_RANGE: return "buffer too small";
-    case PICOLM_E_SHUTDOWN: return "the broker is shutting down";
-    case PICOLM_E_INTERNAL: return "internal broker error";
-    case PICOLM_E_SYSTEM: return "system error";
-    default: return "unknown status";
+    case PICOLM_OK:
+        return "success";
+    case PICOLM_E_INVALID:
+        return "invalid argument";
+    case PICOLM_E_DENIED:
+        return "permission denied by the broker's policy";
+    case PICOLM_E_QUOTA:
+        return "quota exceeded";
+    case PICOLM_E_EXHAUSTED:
+        return "broker resources exhausted";
+    case PICOLM_E_BROKER_GONE:
+        return "the broker went away";
+    case PICOLM_E_PROTOCOL:
+        return "protocol violation by the broker";
+    case PICOLM_E_CANCELLED:
+        return "cancelled";
+    case PICOLM_E_UNREACHABLE:
+        return "broker unreachable";
+    case PICOLM_E_VERSION:
+        return "incompatible protocol version";
+    case PICOLM_E_NOMEM:
+        return "out of memory";
+    case PICOLM_E_TIMEOUT:
+        return "timed out";
+    case PICOLM_E_CONTEXT:
+        return "prompt does not fit the context";
+    case PICOLM_E_UNSUPPORTED:
+        return "unsupported";
+    case PICOLM_E_NOT_FOUND:
+        return "no such request";
+    case PICOLM_E_RANGE:
+        return "buffer too small";
+    case PICOLM_E_SHUTDOWN:
+        return "the broker is shutting down";
+    case PICOLM_E_INTERNAL:
+        return "internal broker error";
+    case PICOLM_E_SYSTEM:
+        return "system error";
+    default:
+        return "unknown status";
     }
 }
 
@@ -174,31 +194,46 @@ static int fail(struct picolm_client *c, int status, const char *fmt, ...) {
 /* Map a -errno / -PL_ERR_* from conn.c or ipc to a status. */
 static int status_of(int r) {
     switch (-r) {
-    case 0: return PICOLM_OK;
+    case 0:
+        return PICOLM_OK;
     case EINVAL:
     case EMSGSIZE:
-    case ENAMETOOLONG: return PICOLM_E_INVALID;
-    case ENOMEM: return PICOLM_E_NOMEM;
-    case ETIMEDOUT: return PICOLM_E_TIMEOUT;
+    case ENAMETOOLONG:
+        return PICOLM_E_INVALID;
+    case ENOMEM:
+        return PICOLM_E_NOMEM;
+    case ETIMEDOUT:
+        return PICOLM_E_TIMEOUT;
     case ENOENT:
     case ECONNREFUSED:
     case ENOTSOCK:
     case ENOTDIR:
     case EPROTOTYPE:
-    case ELOOP: return PICOLM_E_UNREACHABLE;
+    case ELOOP:
+        return PICOLM_E_UNREACHABLE;
     case EACCES:
-    case EPERM: return PICOLM_E_DENIED;
-    case ECONNABORTED: return PICOLM_E_INTERNAL;
+    case EPERM:
+        return PICOLM_E_DENIED;
+    case ECONNABORTED:
+        return PICOLM_E_INTERNAL;
     case ECONNRESET:
     case EPIPE:
-    case PL_ERR_GONE: return PICOLM_E_BROKER_GONE;
-    case PL_ERR_PROTOCOL: return PICOLM_E_PROTOCOL;
-    case PL_ERR_VERSION: return PICOLM_E_VERSION;
-    case PL_ERR_DENIED: return PICOLM_E_DENIED;
-    case PL_ERR_EXHAUSTED: return PICOLM_E_EXHAUSTED;
-    case PL_ERR_QUOTA: return PICOLM_E_QUOTA;
-    case PL_ERR_CANCELLED: return PICOLM_E_CANCELLED;
-    default: return PICOLM_E_SYSTEM;
+    case PL_ERR_GONE:
+        return PICOLM_E_BROKER_GONE;
+    case PL_ERR_PROTOCOL:
+        return PICOLM_E_PROTOCOL;
+    case PL_ERR_VERSION:
+        return PICOLM_E_VERSION;
+    case PL_ERR_DENIED:
+        return PICOLM_E_DENIED;
+    case PL_ERR_EXHAUSTED:
+        return PICOLM_E_EXHAUSTED;
+    case PL_ERR_QUOTA:
+        return PICOLM_E_QUOTA;
+    case PL_ERR_CANCELLED:
+        return PICOLM_E_CANCELLED;
+    default:
+        return PICOLM_E_SYSTEM;
     }
 }
 
@@ -206,17 +241,26 @@ static int status_of(int r) {
  * reported as internal errors of the broker. */
 static int status_of_code(int code) {
     switch (code) {
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_INVALID_ARGUMENT: return PICOLM_E_INVALID;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED: return PICOLM_E_EXHAUSTED;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_QUOTA_EXCEEDED: return PICOLM_E_QUOTA;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_PERMISSION_DENIED: return PICOLM_E_DENIED;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_CONTEXT_OVERFLOW: return PICOLM_E_CONTEXT;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_UNKNOWN_REQUEST: return PICOLM_E_NOT_FOUND;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN: return PICOLM_E_SHUTDOWN;
-    case PICOLM__V1__ERROR_CODE__ERROR_CODE_UNSUPPORTED: return PICOLM_E_UNSUPPORTED;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_INVALID_ARGUMENT:
+        return PICOLM_E_INVALID;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_RESOURCE_EXHAUSTED:
+        return PICOLM_E_EXHAUSTED;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_QUOTA_EXCEEDED:
+        return PICOLM_E_QUOTA;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_PERMISSION_DENIED:
+        return PICOLM_E_DENIED;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_CONTEXT_OVERFLOW:
+        return PICOLM_E_CONTEXT;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_UNKNOWN_REQUEST:
+        return PICOLM_E_NOT_FOUND;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN:
+        return PICOLM_E_SHUTDOWN;
+    case PICOLM__V1__ERROR_CODE__ERROR_CODE_UNSUPPORTED:
+        return PICOLM_E_UNSUPPORTED;
     case PICOLM__V1__ERROR_CODE__ERROR_CODE_INTERNAL:
     case PICOLM__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED:
-    default: return PICOLM_E_INTERNAL;
+    default:
+        return PICOLM_E_INTERNAL;
     }
 }
 
@@ -280,8 +324,7 @@ static int kill_client(struct picolm_client *c, int status, const char *fmt, ...
 
 /* Offset of the logprobs after the qent (ids + text padded to 4 bytes). */
 static size_t qent_lp_off(uint32_t n_ids, uint32_t text_len) {
-    return PL_ALIGN_UP(sizeof(struct qent) + (size_t)n_ids * sizeof(int32_t) + text_len,
-                       (size_t)4);
+    return PL_ALIGN_UP(sizeof(struct qent) + (size_t)n_ids * sizeof(int32_t) + text_len, (size_t)4);
 }
 
 static size_t qent_bytes(uint32_t n_ids, uint32_t text_len, bool has_lp, uint32_t top_n) {
@@ -326,8 +369,11 @@ static int queue_push(struct chunk_queue *q, const int32_t *ids, uint32_t n_ids,
         q->tail = live;
     }
     uint8_t *p = q->buf + q->tail;
-    struct qent e = {.magic = qent_magic(p), .n_ids = n_ids, .text_len = text_len,
-                     .has_lp = has_lp, .top_n = top_n};
+    struct qent e = {.magic = qent_magic(p),
+                     .n_ids = n_ids,
+                     .text_len = text_len,
+                     .has_lp = has_lp,
+                     .top_n = top_n};
     memcpy(p, &e, sizeof(e));
     if (n_ids)
         memcpy(p + sizeof(e), ids, (size_t)n_ids * sizeof(int32_t));
@@ -383,8 +429,7 @@ PL_EXPORT size_t picolm_chunk_n_top(const struct picolm_chunk *chunk) {
     return e.top_n;
 }
 
-PL_EXPORT int picolm_chunk_logprob(const struct picolm_chunk *chunk, size_t i,
-                                   float *ret_logprob) {
+PL_EXPORT int picolm_chunk_logprob(const struct picolm_chunk *chunk, size_t i, float *ret_logprob) {
     struct qent e;
     const uint8_t *p = ret_logprob ? chunk_entry(chunk, &e) : NULL;
     if (!p)
@@ -393,8 +438,7 @@ PL_EXPORT int picolm_chunk_logprob(const struct picolm_chunk *chunk, size_t i,
         return PICOLM_E_NOT_FOUND;
     if (i >= e.n_ids)
         return PICOLM_E_RANGE;
-    memcpy(ret_logprob, p + qent_lp_off(e.n_ids, e.text_len) + i * sizeof(float),
-           sizeof(float));
+    memcpy(ret_logprob, p + qent_lp_off(e.n_ids, e.text_len) + i * sizeof(float), sizeof(float));
     return PICOLM_OK;
 }
 
@@ -481,16 +525,14 @@ static int on_token_chunk(struct picolm_client *c, const Picolm__V1__TokenChunk 
         lp.top = m->top;
         lp.top_n = (uint32_t)PL_MIN(m->n_top / m->n_ids, (size_t)UINT32_MAX);
         if (lp.top_n > MAX_TOP_LOGPROBS)
-            return protocol(c, "more top logprobs per token than the library takes",
-                            m->request_id);
+            return protocol(c, "more top logprobs per token than the library takes", m->request_id);
         for (size_t i = 0; i < m->n_top; i++)
             if (!m->top[i] || m->top[i]->id < -1)
                 return protocol(c, "malformed top logprob", m->request_id);
     }
     if (!m->n_ids && !m->text.len)
         return 0;
-    r = queue_push(&q->q, m->ids, (uint32_t)m->n_ids, m->text.data, (uint32_t)m->text.len,
-                   &lp);
+    r = queue_push(&q->q, m->ids, (uint32_t)m->n_ids, m->text.data, (uint32_t)m->text.len, &lp);
     if (r < 0) {
         /* The application does not read this stream; fail it rather than the process. */
         req_finish(c, q, PICOLM_E_NOMEM, "the stream's unread chunks exceed the queue limit");
@@ -674,8 +716,7 @@ static int pump(struct picolm_client *c) {
     if (n) {
         int r = pl_client_conn_release(&c->conn);
         if (r < 0)
-            return kill_client(c, status_of(r), "cannot hand ring space back: %s",
-                               pl_strerror(r));
+            return kill_client(c, status_of(r), "cannot hand ring space back: %s", pl_strerror(r));
     }
     return n;
 }
@@ -1195,8 +1236,7 @@ PL_EXPORT int picolm_stream_end(picolm_stream *s, struct picolm_result *ret) {
 PL_EXPORT int picolm_cancel(picolm_client *c, uint64_t request_id) {
     if (!c)
         return PICOLM_E_INVALID;
-    if (request_id == 0 ||
-        request_id > atomic_load_explicit(&c->last_id, memory_order_relaxed))
+    if (request_id == 0 || request_id > atomic_load_explicit(&c->last_id, memory_order_relaxed))
         return PICOLM_E_NOT_FOUND; /* no message: c->err belongs to the owner thread */
     return send_cancel(c, request_id, false);
 }
@@ -1263,8 +1303,9 @@ PL_EXPORT int picolm_detokenize(picolm_client *c, const int32_t *ids, size_t n_i
     if (!c)
         return PICOLM_E_INVALID;
     if ((n_ids && !ids) || !ret_len || (cap && !buf))
-        return fail(c, PICOLM_E_INVALID, "ids (when n_ids > 0), ret_len (and buf when cap > 0) "
-                                         "must be set");
+        return fail(c, PICOLM_E_INVALID,
+                    "ids (when n_ids > 0), ret_len (and buf when cap > 0) "
+                    "must be set");
     Picolm__V1__Detokenize m;
     picolm__v1__detokenize__init(&m);
     m.n_ids = n_ids;

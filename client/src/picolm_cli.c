@@ -69,19 +69,50 @@ struct common_opts {
     bool verbose;
 };
 
-#define COMMON_OPTS(c)                                                                           \
-    {"model", 'm', PL_CLI_OPT_STR, &(c)->model, 0, 0, false, false, "FILE",                     \
-     "GGUF model to run in-process (default: ask the daemon)", false},                           \
-    {"socket", 0, PL_CLI_OPT_STR, &(c)->socket, 0, 0, false, false, "PATH",                      \
-     "picolmd socket (default: $PICOLM_SOCKET, else " PL_CLI_DEFAULT_SOCKET ")", false},         \
-    {"threads", 't', PL_CLI_OPT_I64, &(c)->threads, 0, 512, false, false, "N",                   \
-     "worker threads (0: one per CPU)", false},                                                  \
-    {"ctx", 'c', PL_CLI_OPT_I64, &(c)->ctx, 1, 1048576, false, false, "N",                      \
-     "context length in tokens (default: min(trained length, 4096))", false},                   \
-    {"kv-type", 0, PL_CLI_OPT_STR, &(c)->kv_type, 0, 0, false, false, "f16|f32",                 \
-     "KV cache element type (default f16)", false},                                              \
-    {"verbose", 'v', PL_CLI_OPT_FLAG, &(c)->verbose, 0, 0, false, false, NULL,                   \
-     "print the seed, token counts and timings on stderr", false}
+#define COMMON_OPTS(c)                                                                             \
+    {"model",                                                                                      \
+     'm',                                                                                          \
+     PL_CLI_OPT_STR,                                                                               \
+     &(c)->model,                                                                                  \
+     0,                                                                                            \
+     0,                                                                                            \
+     false,                                                                                        \
+     false,                                                                                        \
+     "FILE",                                                                                       \
+     "GGUF model to run in-process (default: ask the daemon)",                                     \
+     false},                                                                                       \
+        {"socket",                                                                                 \
+         0,                                                                                        \
+         PL_CLI_OPT_STR,                                                                           \
+         &(c)->socket,                                                                             \
+         0,                                                                                        \
+         0,                                                                                        \
+         false,                                                                                    \
+         false,                                                                                    \
+         "PATH",                                                                                   \
+         "picolmd socket (default: $PICOLM_SOCKET, else " PL_CLI_DEFAULT_SOCKET ")",               \
+         false},                                                                                   \
+        {"threads", 't',   PL_CLI_OPT_I64, &(c)->threads, 0,                                       \
+         512,       false, false,          "N",           "worker threads (0: one per CPU)",       \
+         false},                                                                                   \
+        {"ctx",                                                                                    \
+         'c',                                                                                      \
+         PL_CLI_OPT_I64,                                                                           \
+         &(c)->ctx,                                                                                \
+         1,                                                                                        \
+         1048576,                                                                                  \
+         false,                                                                                    \
+         false,                                                                                    \
+         "N",                                                                                      \
+         "context length in tokens (default: min(trained length, 4096))",                          \
+         false},                                                                                   \
+        {"kv-type", 0,     PL_CLI_OPT_STR, &(c)->kv_type, 0,                                       \
+         0,         false, false,          "f16|f32",     "KV cache element type (default f16)",   \
+         false},                                                                                   \
+    {                                                                                              \
+        "verbose", 'v', PL_CLI_OPT_FLAG, &(c)->verbose, 0, 0, false, false, NULL,                  \
+            "print the seed, token counts and timings on stderr", false                            \
+    }
 
 /* Open the daemon backend (default) or the in-process one (--model). Returns 0, or the exit
  * status after printing the error: EXIT_USAGE, EXIT_UNREACHABLE or EXIT_RUNTIME. */
@@ -173,13 +204,13 @@ struct gen_sink {
     FILE *out;
     int32_t *tokens; /* --json: generated ids */
     size_t n_tokens, cap_tokens;
-    char *text;      /* --json: generated bytes */
+    char *text; /* --json: generated bytes */
     size_t len_text, cap_text;
     /* --json --logprobs N: per generated id, its logprob and n_top alternatives */
     uint32_t n_top;
     bool any_lp;
-    float *lp;                  /* [n_tokens]; NAN when unknown */
-    struct pl_logprob *top;     /* [n_tokens][n_top] */
+    float *lp;              /* [n_tokens]; NAN when unknown */
+    struct pl_logprob *top; /* [n_tokens][n_top] */
     size_t cap_lp, cap_top;
 };
 
@@ -335,8 +366,7 @@ static int cmd_generate(int argc, char **argv) {
     struct pl_sampler_params sp;
     pl_sampler_params_default(&sp);
     const char *prompt = NULL, *tokens_arg = NULL;
-    const char *messages_arg = NULL, *template_arg = NULL, *format_arg = NULL,
-               *schema_arg = NULL;
+    const char *messages_arg = NULL, *template_arg = NULL, *format_arg = NULL, *schema_arg = NULL;
     struct pl_cli_str_list stops = {0};
     int64_t n_predict = -1, top_k = sp.top_k, last_n = sp.penalty_last_n, logprobs = 0;
     uint64_t seed = 0;
@@ -348,8 +378,7 @@ static int cmd_generate(int argc, char **argv) {
         {"tokens", 0, PL_CLI_OPT_STR, &tokens_arg, 0, 0, false, false, "1,2,3",
          "prompt as token ids instead of text", false},
         {"n-predict", 'n', PL_CLI_OPT_I64, &n_predict, -1, INT32_MAX, false, false, "N",
-         "tokens to generate (-1, the default: until end of generation or a full context)",
-         false},
+         "tokens to generate (-1, the default: until end of generation or a full context)", false},
         {"temp", 0, PL_CLI_OPT_FLOAT, &sp.temp, 0, INFINITY, false, false, "T",
          "temperature, 0 = greedy (default 0.8)", false},
         {"top-k", 0, PL_CLI_OPT_I64, &top_k, 0, INT32_MAX, false, false, "K",
@@ -358,25 +387,26 @@ static int cmd_generate(int argc, char **argv) {
          "nucleus sampling, 1 = off (default 0.95)", false},
         {"min-p", 0, PL_CLI_OPT_FLOAT, &sp.min_p, 0, 1, false, false, "P",
          "drop tokens below P times the top probability, 0 = off (default 0.05)", false},
-        {"repeat-penalty", 0, PL_CLI_OPT_FLOAT, &sp.repeat_penalty, 0, INFINITY, true, false,
-         "X", "penalise repeated tokens, 1 = off (default 1)", false},
+        {"repeat-penalty", 0, PL_CLI_OPT_FLOAT, &sp.repeat_penalty, 0, INFINITY, true, false, "X",
+         "penalise repeated tokens, 1 = off (default 1)", false},
         {"repeat-last-n", 0, PL_CLI_OPT_I64, &last_n, 0, PL_SAMPLER_MAX_PENALTY_LAST_N, false,
          false, "N", "window of recent tokens the penalties look at (default 64)", false},
-        {"frequency-penalty", 0, PL_CLI_OPT_FLOAT, &sp.freq_penalty, -INFINITY, INFINITY,
-         false, false, "X", "subtract X per occurrence in the window (default 0)", false},
-        {"presence-penalty", 0, PL_CLI_OPT_FLOAT, &sp.presence_penalty, -INFINITY, INFINITY,
-         false, false, "X", "subtract X once per token present in the window (default 0)",
-         false},
+        {"frequency-penalty", 0, PL_CLI_OPT_FLOAT, &sp.freq_penalty, -INFINITY, INFINITY, false,
+         false, "X", "subtract X per occurrence in the window (default 0)", false},
+        {"presence-penalty", 0, PL_CLI_OPT_FLOAT, &sp.presence_penalty, -INFINITY, INFINITY, false,
+         false, "X", "subtract X once per token present in the window (default 0)", false},
         {"seed", 's', PL_CLI_OPT_U64, &seed, 0, 0, false, false, "S",
          "random seed (default: from the clock; -v prints it)", false},
         {"ignore-eos", 0, PL_CLI_OPT_FLAG, &ignore_eos, 0, 0, false, false, NULL,
          "do not stop at end-of-generation tokens", false},
         {"messages", 0, PL_CLI_OPT_STR, &messages_arg, 0, 0, false, false, "FILE",
          "prompt as a chat: a JSON array of {\"role\",\"content\"}, rendered with the "
-         "model's chat template", false},
+         "model's chat template",
+         false},
         {"template", 0, PL_CLI_OPT_STR, &template_arg, 0, 0, false, false, "NAME",
          "chat template for --messages: llama2, llama3, chatml, qwen, zephyr, mistral, phi3, "
-         "gemma (default: the model's)", false},
+         "gemma (default: the model's)",
+         false},
         {"format", 0, PL_CLI_OPT_STR, &format_arg, 0, 0, false, false, "json",
          "constrain the output to one JSON object", false},
         {"json-schema", 0, PL_CLI_OPT_STR, &schema_arg, 0, 0, false, false, "FILE",
@@ -448,12 +478,12 @@ static int cmd_generate(int argc, char **argv) {
         return EXIT_USAGE;
     }
     rc = EXIT_USAGE;
-    if (schema_arg && load_file("--json-schema", schema_arg, PL_CLI_MAX_SCHEMA, &schema,
-                                &schema_len) < 0)
+    if (schema_arg &&
+        load_file("--json-schema", schema_arg, PL_CLI_MAX_SCHEMA, &schema, &schema_len) < 0)
         goto out;
     if (messages_arg) {
-        if (load_file("--messages", messages_arg, PL_CLI_MAX_MESSAGES_FILE, &msg_text,
-                      &msg_len) < 0)
+        if (load_file("--messages", messages_arg, PL_CLI_MAX_MESSAGES_FILE, &msg_text, &msg_len) <
+            0)
             goto out;
         int r = pl_cli_json_parse_messages(msg_text, msg_len, &msgs, &n_msgs, err, sizeof(err));
         if (r < 0) {
@@ -516,13 +546,17 @@ static int cmd_generate(int argc, char **argv) {
     if (c.verbose)
         (void)fprintf(stderr, "picolm: seed %" PRIu64 ", %zu prompt tokens\n", sp.seed, n_ids);
 
-    struct pl_cli_gen_opts go = {.n_predict = n_predict, .ignore_eos = ignore_eos,
+    struct pl_cli_gen_opts go = {.n_predict = n_predict,
+                                 .ignore_eos = ignore_eos,
                                  .sampler = sp,
-                                 .stop = stops.v, .n_stop = stops.n,
+                                 .stop = stops.v,
+                                 .n_stop = stops.n,
                                  .json = format_arg != NULL,
-                                 .json_schema = schema, .json_schema_len = schema_len,
+                                 .json_schema = schema,
+                                 .json_schema_len = schema_len,
                                  .logprobs = (uint32_t)logprobs,
-                                 .messages = cmsgs, .n_messages = n_msgs,
+                                 .messages = cmsgs,
+                                 .n_messages = n_msgs,
                                  .template_name = template_arg};
     int r = b->ops->generate(b, ids, n_ids, &go, on_token, &sink, &st);
     if (r == -EIO) {
@@ -561,8 +595,7 @@ static int cmd_generate(int argc, char **argv) {
         (void)fprintf(stderr,
                       "picolm: prompt %zu tokens in %.1f ms, generated %zu tokens in %.1f ms "
                       "(%.1f tokens/s), stop: %s\n",
-                      st.n_prompt, (double)st.prompt_ns / 1e6, st.n_gen,
-                      (double)st.gen_ns / 1e6,
+                      st.n_prompt, (double)st.prompt_ns / 1e6, st.n_gen, (double)st.gen_ns / 1e6,
                       st.gen_ns ? (double)st.n_gen * 1e9 / (double)st.gen_ns : 0.0,
                       stop_names[st.stop]);
     }
@@ -816,8 +849,8 @@ static void info_text(const struct pl_cli_model_info *m) {
     if (m->name[0])
         (void)printf("name:            %s\n", m->name);
     (void)printf("architecture:    %s\n", m->arch);
-    (void)printf("parameters:      %" PRIu64 " (%.2f M), weights %" PRIu64 " bytes\n",
-                 m->n_params, (double)m->n_params / 1e6, m->weight_bytes);
+    (void)printf("parameters:      %" PRIu64 " (%.2f M), weights %" PRIu64 " bytes\n", m->n_params,
+                 (double)m->n_params / 1e6, m->weight_bytes);
     (void)printf("n_vocab:         %u\n", m->n_vocab);
     (void)printf("n_ctx_train:     %u\n", m->n_ctx_train);
     (void)printf("n_embd:          %u\n", m->n_embd);
@@ -830,8 +863,7 @@ static void info_text(const struct pl_cli_model_info *m) {
     (void)printf("rms_eps:         %g\n", (double)m->rms_eps);
     (void)printf("output:          %s%s\n", m->tied_output ? "tied to token_embd" : "separate",
                  m->has_qkv_bias ? ", q/k/v biases" : "");
-    (void)printf("tokenizer:       %s, %u tokens, BOS %" PRId32 ", EOS %" PRId32
-                 ", adds BOS: %s\n",
+    (void)printf("tokenizer:       %s, %u tokens, BOS %" PRId32 ", EOS %" PRId32 ", adds BOS: %s\n",
                  m->tokenizer_kind, m->n_vocab, m->bos, m->eos, m->adds_bos ? "yes" : "no");
     (void)printf("tensor types:\n");
     for (size_t i = 0; i < m->n_types; i++)
@@ -843,8 +875,9 @@ static void info_json(const struct pl_cli_model_info *m) {
     FILE *f = stdout;
     (void)fputs("{\"file\":", f);
     pl_cli_json_write_str(f, m->path, strlen(m->path));
-    (void)fprintf(f, ",\"file_size\":%" PRIu64 ",\"gguf_version\":%u,\"n_tensors\":%" PRIu64
-                     ",\"n_kv\":%" PRIu64 ",\"name\":",
+    (void)fprintf(f,
+                  ",\"file_size\":%" PRIu64 ",\"gguf_version\":%u,\"n_tensors\":%" PRIu64
+                  ",\"n_kv\":%" PRIu64 ",\"name\":",
                   m->file_size, m->gguf_version, m->n_tensors, m->n_kv);
     pl_cli_json_write_str(f, m->name, strlen(m->name));
     (void)fputs(",\"architecture\":", f);
@@ -855,8 +888,8 @@ static void info_json(const struct pl_cli_model_info *m) {
                   "\"n_layer\":%u,\"n_head\":%u,\"n_head_kv\":%u,\"head_dim\":%u,\"n_ff\":%u,"
                   "\"n_rot\":%u,\"rope_freq_base\":%.9g,\"rope_freq_scale\":%.9g,"
                   "\"rms_eps\":%.9g,\"tied_output\":%s,\"has_qkv_bias\":%s}",
-                  m->n_params, m->weight_bytes, m->n_vocab, m->n_ctx_train, m->n_embd,
-                  m->n_layer, m->n_head, m->n_head_kv, m->head_dim, m->n_ff, m->n_rot,
+                  m->n_params, m->weight_bytes, m->n_vocab, m->n_ctx_train, m->n_embd, m->n_layer,
+                  m->n_head, m->n_head_kv, m->head_dim, m->n_ff, m->n_rot,
                   (double)m->rope_freq_base, (double)m->rope_freq_scale, (double)m->rms_eps,
                   m->tied_output ? "true" : "false", m->has_qkv_bias ? "true" : "false");
     (void)fputs(",\"tokenizer\":{\"kind\":", f);
@@ -1009,8 +1042,8 @@ static bool msgs_forget_oldest(struct chat_sink *s) {
 
 /* Tokenize the conversation; while it leaves less than reserve tokens of the context, forget
  * its oldest line. Returns 0 with new ids, -E2BIG when even the last line does not fit. */
-static int chat_tokens(struct pl_cli_backend *b, struct chat_sink *s, size_t n_ctx,
-                       size_t reserve, int32_t **ret_ids, size_t *ret_n) {
+static int chat_tokens(struct pl_cli_backend *b, struct chat_sink *s, size_t n_ctx, size_t reserve,
+                       int32_t **ret_ids, size_t *ret_n) {
     for (;;) {
         int32_t *ids = NULL;
         size_t n = 0;
@@ -1081,13 +1114,14 @@ static int cmd_chat(int argc, char **argv) {
          "nucleus sampling, 1 = off (default 0.95)", false},
         {"min-p", 0, PL_CLI_OPT_FLOAT, &sp.min_p, 0, 1, false, false, "P",
          "drop tokens below P times the top probability, 0 = off (default 0.05)", false},
-        {"repeat-penalty", 0, PL_CLI_OPT_FLOAT, &sp.repeat_penalty, 0, INFINITY, true, false,
-         "X", "penalise repeated tokens, 1 = off (default 1)", false},
+        {"repeat-penalty", 0, PL_CLI_OPT_FLOAT, &sp.repeat_penalty, 0, INFINITY, true, false, "X",
+         "penalise repeated tokens, 1 = off (default 1)", false},
         {"seed", 's', PL_CLI_OPT_U64, &seed, 0, 0, false, false, "S",
          "random seed (default: from the clock)", false},
         {"template", 0, PL_CLI_OPT_STR, &template_arg, 0, 0, false, false, "NAME",
          "chat template: llama2, llama3, chatml, qwen, zephyr, mistral, phi3, gemma "
-         "(default: the model's)", false},
+         "(default: the model's)",
+         false},
         {"system", 0, PL_CLI_OPT_STR, &system_arg, 0, 0, false, false, "TEXT",
          "a system message to start the conversation with", false},
     };
@@ -1138,7 +1172,8 @@ static int cmd_chat(int argc, char **argv) {
     size_t reserve = n_predict > 0 ? (size_t)n_predict + 1 : 129;
     if (reserve >= n_ctx) {
         die_line("chat: -n %" PRId64 " leaves no room for the conversation in a context of %zu "
-                 "tokens", n_predict, n_ctx);
+                 "tokens",
+                 n_predict, n_ctx);
         rc = EXIT_USAGE;
         goto out;
     }
@@ -1153,8 +1188,8 @@ static int cmd_chat(int argc, char **argv) {
     }
     size_t last_used = 0;
     bool tty = isatty(STDIN_FILENO);
-    struct pl_cli_gen_opts go = {.n_predict = n_predict, .sampler = sp,
-                                 .template_name = template_arg};
+    struct pl_cli_gen_opts go = {
+        .n_predict = n_predict, .sampler = sp, .template_name = template_arg};
     for (;;) {
         if (tty) {
             (void)fputs("> ", stderr);
@@ -1191,8 +1226,8 @@ static int cmd_chat(int argc, char **argv) {
                 }
                 rc = fail_op(b, "chat", r);
                 goto out;
-            } else if (msgs_push(&sink, "assistant", sink.reply ? sink.reply : "",
-                                 sink.reply_len) < 0 ||
+            } else if (msgs_push(&sink, "assistant", sink.reply ? sink.reply : "", sink.reply_len) <
+                           0 ||
                        hist_append(&sink, sink.reply ? sink.reply : "", sink.reply_len) < 0) {
                 die_line("chat: %s", strerror(ENOMEM));
                 goto out;
@@ -1257,24 +1292,24 @@ out:
 /* ---- main ---- */
 
 static void usage(FILE *f) {
-    (void)fprintf(f,
-                  "usage: picolm COMMAND [--socket PATH | --model FILE] [options]\n"
-                  "\n"
-                  "commands:\n"
-                  "  generate   generate text from a prompt or a chat (--messages), streamed\n"
-                  "             to stdout; --format json / --json-schema FILE constrain it,\n"
-                  "             --stop STR ends it, --json --logprobs N adds logprobs\n"
-                  "  chat       answer each line read from stdin, keeping the conversation\n"
-                  "             (rendered with the model's chat template or --template)\n"
-                  "  tokenize   print the token ids of a text\n"
-                  "  eval       write the logits of a token sequence to a file (--model only)\n"
-                  "  info       describe the model\n"
-                  "\n"
-                  "Through picolmd by default (--socket PATH, else $PICOLM_SOCKET, else\n"
-                  PL_CLI_DEFAULT_SOCKET "); --model FILE runs the model in-process instead.\n"
-                  "'picolm COMMAND --help' lists a command's options. Exit status: 0 success,\n"
-                  "1 runtime or broker failure, 2 bad arguments or model file, 3 broker\n"
-                  "unreachable.\n");
+    (void)fprintf(f, "usage: picolm COMMAND [--socket PATH | --model FILE] [options]\n"
+                     "\n"
+                     "commands:\n"
+                     "  generate   generate text from a prompt or a chat (--messages), streamed\n"
+                     "             to stdout; --format json / --json-schema FILE constrain it,\n"
+                     "             --stop STR ends it, --json --logprobs N adds logprobs\n"
+                     "  chat       answer each line read from stdin, keeping the conversation\n"
+                     "             (rendered with the model's chat template or --template)\n"
+                     "  tokenize   print the token ids of a text\n"
+                     "  eval       write the logits of a token sequence to a file (--model only)\n"
+                     "  info       describe the model\n"
+                     "\n"
+                     "Through picolmd by default (--socket PATH, else $PICOLM_SOCKET, "
+                     "else\n" PL_CLI_DEFAULT_SOCKET
+                     "); --model FILE runs the model in-process instead.\n"
+                     "'picolm COMMAND --help' lists a command's options. Exit status: 0 success,\n"
+                     "1 runtime or broker failure, 2 bad arguments or model file, 3 broker\n"
+                     "unreachable.\n");
 }
 
 int main(int argc, char **argv) {

@@ -45,8 +45,8 @@ static int collect_io_fds(int *fds, size_t max) {
         }
         char *end;
         long fd = strtol(de->d_name, &end, 10);
-        if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end != '\0' || fd == self ||
-            fd < 0 || fd > INT32_MAX)
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end != '\0' || fd == self || fd < 0 ||
+            fd > INT32_MAX)
             continue;
         char target[64];
         ssize_t len = readlinkat(self, de->d_name, target, sizeof(target) - 1);

@@ -88,10 +88,10 @@ int pl_attn_init(struct pl_attn *a, uint32_t n_head, uint32_t n_head_kv, uint32_
     /* The scratch layout of attn.h, each part 64-byte aligned. */
     const size_t g = n_head / n_head_kv, hd = head_dim;
     size_t off = 0;
-#define PART(field, floats)                                                                  \
-    do {                                                                                     \
-        a->field = off;                                                                      \
-        off += PL_ALIGN_UP((size_t)(floats) * sizeof(float), (size_t)64);                    \
+#define PART(field, floats)                                                                        \
+    do {                                                                                           \
+        a->field = off;                                                                            \
+        off += PL_ALIGN_UP((size_t)(floats) * sizeof(float), (size_t)64);                          \
     } while (0)
     PART(off_q, g * hd);
     PART(off_k, BT * hd);
@@ -118,8 +118,8 @@ void pl_attn_done(struct pl_attn *a) {
 /* ---- The scalar kernel ---- */
 
 /* rows n of a block (rows row_bytes apart, starting at src) as f32, hd apart, into dst. */
-static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd,
-                         bool f16, float *dst) {
+static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd, bool f16,
+                         float *dst) {
     for (uint32_t s = 0; s < n; s++) {
         const void *r = src + (size_t)s * row_bytes;
         float *d = dst + (size_t)s * hd;
@@ -166,10 +166,10 @@ void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it)
     for (uint32_t b0 = 0, bi = 0; b0 < it->n_kv; b0 += BT, bi++) {
         const uint32_t n = PL_MIN(BT, it->n_kv - b0);
         /* Each K and V row of the block is read once for all the group's heads. */
-        block_to_f32(pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n,
-                     hd, f16, kb);
-        block_to_f32(pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n,
-                     hd, f16, vb);
+        block_to_f32(pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n, hd,
+                     f16, kb);
+        block_to_f32(pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n, hd,
+                     f16, vb);
         for (uint32_t h = 0; h < nq; h++) {
             const float *qh = q + (size_t)h * hd;
             float *o = ob + (size_t)h * hd, *l = lb + h * BT;
@@ -221,8 +221,8 @@ void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it)
 /* ---- The work split ---- */
 
 void pl_attn_run(const struct pl_attn *a, const struct pl_kv *kv, uint32_t il, uint32_t n_tok,
-                 const int32_t *pos, const int32_t *seq, const float *q, float *out,
-                 uint32_t ith, uint32_t nth) {
+                 const int32_t *pos, const int32_t *seq, const float *q, float *out, uint32_t ith,
+                 uint32_t nth) {
     const uint32_t g = a->n_head / a->n_head_kv, hd = a->head_dim;
     const size_t q_dim = (size_t)a->n_head * hd;
     const size_t elem = kv->type == PL_KV_F16 ? 2 : 4;
@@ -242,8 +242,8 @@ void pl_attn_run(const struct pl_attn *a, const struct pl_kv *kv, uint32_t il, u
 
     /* Items are dealt round robin: consecutive entries of a prefill batch attend to
      * growing prefixes, so contiguous ranges would load the last thread most. */
-    struct pl_attn_item item = {.kv = kv, .il = il, .n_q = nq,
-                                .scratch = a->scratch + (size_t)ith * a->scratch_stride};
+    struct pl_attn_item item = {
+        .kv = kv, .il = il, .n_q = nq, .scratch = a->scratch + (size_t)ith * a->scratch_stride};
     for (uint64_t i = ith; i < n_items; i += nth) {
         const uint32_t t = (uint32_t)(i / per_tok), r = (uint32_t)(i % per_tok);
         const uint32_t kvh = r / parts, h0 = kvh * g + (r % parts) * nq;

@@ -21,11 +21,11 @@ struct pl_attn;
 struct pl_attn_item {
     const struct pl_kv *kv;
     uint32_t il, seq, n_kv;
-    size_t head_off;   /* bytes from the start of a cache row to the KV head */
-    uint32_t n_q;      /* query heads, at most n_head / n_head_kv */
-    const float *q;    /* [n_q][head_dim] */
-    float *out;        /* [n_q][head_dim] */
-    uint8_t *scratch;  /* the calling thread's scratch (layout: struct pl_attn) */
+    size_t head_off;  /* bytes from the start of a cache row to the KV head */
+    uint32_t n_q;     /* query heads, at most n_head / n_head_kv */
+    const float *q;   /* [n_q][head_dim] */
+    float *out;       /* [n_q][head_dim] */
+    uint8_t *scratch; /* the calling thread's scratch (layout: struct pl_attn) */
 };
 
 /* Computes one item; the scalar one is in attn.c. */
@@ -34,12 +34,12 @@ typedef void (*pl_attn_item_fn)(const struct pl_attn *a, const struct pl_attn_it
 /* Shapes, the kernel chosen and per-thread scratch. Read-only while pl_attn_run() runs. */
 struct pl_attn {
     uint32_t n_head, n_head_kv, head_dim;
-    uint32_t n_ctx;          /* positions per sequence at most (pos < n_ctx) */
-    uint32_t n_threads;      /* scratch slots: pl_attn_run() takes ith < n_threads */
-    uint32_t kv_type;        /* enum pl_kv_type of the cache */
-    float kq_scale;          /* 1 / sqrt(head_dim) */
-    pl_attn_item_fn item;    /* the kernel: scalar or vector */
-    bool simd;               /* item is a vector kernel */
+    uint32_t n_ctx;       /* positions per sequence at most (pos < n_ctx) */
+    uint32_t n_threads;   /* scratch slots: pl_attn_run() takes ith < n_threads */
+    uint32_t kv_type;     /* enum pl_kv_type of the cache */
+    float kq_scale;       /* 1 / sqrt(head_dim) */
+    pl_attn_item_fn item; /* the kernel: scalar or vector */
+    bool simd;            /* item is a vector kernel */
     /* Scratch of each thread: scratch_stride bytes at scratch + ith * scratch_stride, every
      * part 64-byte aligned at these byte offsets (G = n_head / n_head_kv, B =
      * PL_KV_BLOCK_TOKENS):
@@ -69,8 +69,8 @@ void pl_attn_done(struct pl_attn *a);
  * its queries are q[t * n_head * head_dim ...] (head after head) and its output goes to the
  * same place in out. Every thread of one run must pass the same arguments but ith. */
 void pl_attn_run(const struct pl_attn *a, const struct pl_kv *kv, uint32_t il, uint32_t n_tok,
-                 const int32_t *pos, const int32_t *seq, const float *q, float *out,
-                 uint32_t ith, uint32_t nth);
+                 const int32_t *pos, const int32_t *seq, const float *q, float *out, uint32_t ith,
+                 uint32_t nth);
 
 /* The scalar kernel (any head_dim), also the reference for the vector ones. */
 void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it);

@@ -182,8 +182,8 @@ static bool basic_roles_only(const struct pl_chat_msg *m, size_t n) {
 
 /* ---- Renderers ---- */
 
-static void render_llama2(struct writer *w, const struct pl_chat_msg *m, size_t n,
-                          const char *bos, const char *eos) {
+static void render_llama2(struct writer *w, const struct pl_chat_msg *m, size_t n, const char *bos,
+                          const char *eos) {
     size_t first = 0;
     const struct pl_chat_msg *sys = NULL;
     if (n > 0 && role_is(&m[0], "system")) {
@@ -266,8 +266,8 @@ static void render_zephyr(struct writer *w, const struct pl_chat_msg *m, size_t 
         puts_(w, "<|assistant|>\n");
 }
 
-static void render_mistral(struct writer *w, const struct pl_chat_msg *m, size_t n,
-                           const char *bos, const char *eos) {
+static void render_mistral(struct writer *w, const struct pl_chat_msg *m, size_t n, const char *bos,
+                           const char *eos) {
     size_t first = 0;
     const struct pl_chat_msg *sys = NULL;
     if (n > 0 && role_is(&m[0], "system")) {

@@ -69,27 +69,27 @@ struct pl_ctx {
     struct pl_threadpool *pool;
     struct pl_kv kv;
     uint32_t n_ctx, n_seq, n_batch, n_threads;
-    uint32_t n_chunk;             /* entries per forward run: min(n_batch, CHUNK) */
+    uint32_t n_chunk; /* entries per forward run: min(n_batch, CHUNK) */
     uint32_t q_dim, kv_dim;
-    float rope_theta_scale;       /* freq_base^(-2 / n_rot) */
+    float rope_theta_scale;              /* freq_base^(-2 / n_rot) */
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
-    struct pl_attn attn;          /* attention shapes, kernels, per-thread scratch */
-    struct mm_counter *mm;        /* [n_mm][n_threads] segment words (see ROWS_MIN) */
+    struct pl_attn attn;                 /* attention shapes, kernels, per-thread scratch */
+    struct mm_counter *mm;               /* [n_mm][n_threads] segment words (see ROWS_MIN) */
     uint32_t n_mm;
-    uint32_t gen;                 /* run generation, stamped in the segment words */
+    uint32_t gen; /* run generation, stamped in the segment words */
 
     /* Scratch, [n_chunk][...] row-major. */
-    float *x;        /* [n_chunk][n_embd] residual stream */
-    float *xb;       /* [n_chunk][n_embd] normed input of the next matmul */
-    float *q;        /* [n_chunk][q_dim] */
-    float *k;        /* [n_chunk][kv_dim] */
-    float *v;        /* [n_chunk][kv_dim] */
-    float *att;      /* [n_chunk][q_dim] attention output */
-    float *hg;       /* [n_chunk][n_ff] silu(gate) * up */
-    float *hu;       /* [n_chunk][n_ff] up, when gate and up are not fused (else unused) */
-    uint8_t *xq;     /* [n_chunk][xq_stride] activations in a weight's vec_dot_type */
+    float *x;    /* [n_chunk][n_embd] residual stream */
+    float *xb;   /* [n_chunk][n_embd] normed input of the next matmul */
+    float *q;    /* [n_chunk][q_dim] */
+    float *k;    /* [n_chunk][kv_dim] */
+    float *v;    /* [n_chunk][kv_dim] */
+    float *att;  /* [n_chunk][q_dim] attention output */
+    float *hg;   /* [n_chunk][n_ff] silu(gate) * up */
+    float *hu;   /* [n_chunk][n_ff] up, when gate and up are not fused (else unused) */
+    uint8_t *xq; /* [n_chunk][xq_stride] activations in a weight's vec_dot_type */
     size_t xq_stride;
-    uint8_t *tiles;  /* [ceil(n_chunk / PL_MM_TILE)][tile_bytes] repacked activations */
+    uint8_t *tiles; /* [ceil(n_chunk / PL_MM_TILE)][tile_bytes] repacked activations */
     size_t tile_bytes;
     /* Per thread, for batches below PL_MM_MIN_TILED_TOK (decode), where every thread
      * prepares the whole (small) input itself instead of a share of it plus a barrier:
@@ -103,12 +103,12 @@ struct pl_ctx {
     float *th_rope;
 
     /* Validation scratch and the current step (set by the caller before the parallel run). */
-    uint32_t *seq_count;        /* [n_seq] */
-    uint32_t *out_rows;         /* [n_chunk] chunk entries whose logits are wanted */
+    uint32_t *seq_count; /* [n_seq] */
+    uint32_t *out_rows;  /* [n_chunk] chunk entries whose logits are wanted */
     uint32_t n_out;
-    const struct pl_batch *b;   /* the current chunk */
-    struct pl_batch chunk;      /* storage for b */
-    float *out;                 /* logits of the chunk's first wanted entry */
+    const struct pl_batch *b; /* the current chunk */
+    struct pl_batch chunk;    /* storage for b */
+    float *out;               /* logits of the chunk's first wanted entry */
 };
 
 /* ---- Small kernels (llama.cpp's numerics: float math, double sums where ggml uses them) ---- */
@@ -123,8 +123,8 @@ static void split(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo, uint
  * i = k mod 8), added in a fixed order: one chain of n double additions, as ggml writes
  * it, was the costliest part of the norms in a decode step (2 per layer); the order differs
  * from ggml's only in double rounding, far below the float mean's. */
-static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w,
-                    uint32_t n, float eps) {
+static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, uint32_t n,
+                    float eps) {
     double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     uint32_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -132,8 +132,8 @@ static void rmsnorm(float *restrict y, const float *restrict x, const float *res
             part[k] += (double)(x[i + k] * x[i + k]);
     for (; i < n; i++)
         part[i % 8] += (double)(x[i] * x[i]);
-    const double sum = ((part[0] + part[4]) + (part[2] + part[6])) +
-                       ((part[1] + part[5]) + (part[3] + part[7]));
+    const double sum =
+        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
     const float mean = (float)(sum / n);
     const float scale = 1.0f / sqrtf(mean + eps);
     for (i = 0; i < n; i++)
@@ -165,8 +165,7 @@ static float *norm_rows(struct pl_ctx *c, const float *w, uint32_t n, uint32_t l
         hi = n;
     }
     for (uint32_t t = lo; t < hi; t++)
-        rmsnorm(dst + (size_t)t * n_embd, c->x + (size_t)t * n_embd, w, n_embd,
-                c->m->hp.rms_eps);
+        rmsnorm(dst + (size_t)t * n_embd, c->x + (size_t)t * n_embd, w, n_embd, c->m->hp.rms_eps);
     return dst;
 }
 
@@ -181,14 +180,17 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
     const struct pl_mm_tile_kernel *tk = tile_kernel(w);
     /* Small batches: decode vectors (the kernel's decode path), or one half tile when the
      * kernel's products are cheap enough for this many tokens (vec_max, matmul.h). */
-    const bool half = tk && is_private(n_tok) && tk->rows8 && tk->vec_max &&
-                      n_tok > tk->vec_max;
+    const bool half = tk && is_private(n_tok) && tk->rows8 && tk->vec_max && n_tok > tk->vec_max;
     if (tk && is_private(n_tok) && !half && tk->dec)
         tk = tk->dec; /* the kernel's decode path */
     if (tk && is_private(n_tok) && !half && !tk->vec_rows)
         tk = NULL; /* decode by per-row dot products (matmul.h) */
-    *ret = (struct pl_mm_act){.xq = c->xq, .stride = c->xq_stride, .tk = tk,
-                              .tiles = c->tiles, .tile_bytes = c->tile_bytes, .n_tok = n_tok};
+    *ret = (struct pl_mm_act){.xq = c->xq,
+                              .stride = c->xq_stride,
+                              .tk = tk,
+                              .tiles = c->tiles,
+                              .tile_bytes = c->tile_bytes,
+                              .n_tok = n_tok};
     if (is_private(n_tok)) {
         uint8_t *xq = c->th_xq + (size_t)ith * PRIV * c->xq_stride;
         uint8_t *vec = c->th_vec + (size_t)ith * PRIV * c->vec_bytes;
@@ -222,8 +224,8 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
         uint8_t *xq = c->xq + (size_t)t * c->xq_stride;
         w->vk->from_f32(src + (size_t)t * src_stride, xq, w->n_cols);
         if (tk)
-            tk->prep(xq, w->n_cols, c->tiles + (size_t)(t / PL_MM_TILE) * c->tile_bytes,
-                     PL_MM_TILE, t % PL_MM_TILE);
+            tk->prep(xq, w->n_cols, c->tiles + (size_t)(t / PL_MM_TILE) * c->tile_bytes, PL_MM_TILE,
+                     t % PL_MM_TILE);
     }
     if (tk && hi == n_tok)
         for (uint32_t t = n_tok; t % PL_MM_TILE; t++)
@@ -263,13 +265,19 @@ static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_
                         uint32_t ith, uint32_t nth, struct mm_share *ret) {
     uint32_t k = (*mm_k)++;
     const uint32_t n_units = (n_rows + ROWS_MIN - 1) / ROWS_MIN;
-    *ret = (struct mm_share){.seg = NULL, .n_rows = n_rows, .nth = nth, .ith = ith,
-                             .gen = c->gen, .n_units = n_units, .d = 0, .lo = 0,
-                             .hi = n_rows, .done = false};
+    *ret = (struct mm_share){.seg = NULL,
+                             .n_rows = n_rows,
+                             .nth = nth,
+                             .ith = ith,
+                             .gen = c->gen,
+                             .n_units = n_units,
+                             .d = 0,
+                             .lo = 0,
+                             .hi = n_rows,
+                             .done = false};
     if (nth == 1 || k >= c->n_mm)
         return; /* alone (or past the counters, impossible by construction): all rows */
-    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES ||
-        n_units / nth + 1 > SEG_UNITS_MAX) {
+    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES || n_units / nth + 1 > SEG_UNITS_MAX) {
         /* Small matrices (tiny models): the cache lines bouncing between cores cost more
          * than any imbalance. (Segments too long for the word: never for real vocabularies
          * with a thread or more per 1M rows.) */
@@ -359,8 +367,8 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
             uint32_t r_lo, r_hi;
             share_begin(c, mm_k, ws[j]->n_rows, ws[j]->row_bytes, ith, nth, &sh);
             while (share_next(&sh, &r_lo, &r_hi))
-                pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j],
-                               r_lo, r_hi);
+                pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j], r_lo,
+                               r_hi);
         }
         i = j;
     }
@@ -682,8 +690,8 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
     c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
-        !c->th_rope || !c->seq_count || !c->mm ||
-        !c->out_rows || (tile > 0 && (!c->tiles || !c->th_vec)) || !c->th_xb || !c->th_xq) {
+        !c->th_rope || !c->seq_count || !c->mm || !c->out_rows ||
+        (tile > 0 && (!c->tiles || !c->th_vec)) || !c->th_xb || !c->th_xq) {
         r = -ENOMEM;
         goto fail;
     }
@@ -719,8 +727,7 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
     memset(c->seq_count, 0, c->n_seq * sizeof(*c->seq_count));
     for (uint32_t i = 0; i < b->n; i++) {
         int32_t tok = b->token[i], seq = b->seq[i], pos = b->pos[i];
-        if (tok < 0 || (uint32_t)tok >= c->m->hp.n_vocab || seq < 0 ||
-            (uint32_t)seq >= c->n_seq)
+        if (tok < 0 || (uint32_t)tok >= c->m->hp.n_vocab || seq < 0 || (uint32_t)seq >= c->n_seq)
             return -EINVAL;
         if (pos < 0 || (uint64_t)pos != (uint64_t)c->kv.seq_len[seq] + c->seq_count[seq])
             return -EINVAL;
@@ -764,8 +771,8 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
         for (uint32_t i = 0; i < n; i++)
             if (b->logits ? b->logits[i0 + i] : i0 + i + 1 == b->n)
                 c->out_rows[n_out++] = i;
-        c->chunk = (struct pl_batch){.n = n, .token = b->token + i0, .pos = b->pos + i0,
-                                     .seq = b->seq + i0};
+        c->chunk = (struct pl_batch){
+            .n = n, .token = b->token + i0, .pos = b->pos + i0, .seq = b->seq + i0};
         c->b = &c->chunk;
         c->out = out;
         c->n_out = n_out;

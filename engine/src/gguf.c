@@ -33,8 +33,9 @@
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32u
 /* Smallest possible encodings, used to reject absurd counts before allocating. */
-#define KV_MIN_BYTES 14u     /* u64 key len + 1 key byte + u32 type + 1 value byte */
-#define TENSOR_MIN_BYTES 33u /* u64 name len + 1 name byte + u32 n_dims + u64 ne + u32 type + u64 off */
+#define KV_MIN_BYTES 14u /* u64 key len + 1 key byte + u32 type + 1 value byte */
+#define TENSOR_MIN_BYTES                                                                           \
+    33u /* u64 name len + 1 name byte + u32 n_dims + u64 ne + u32 type + u64 off */
 
 struct pl_gguf {
     const uint8_t *base; /* file bytes (mapping or caller buffer) */
@@ -44,10 +45,10 @@ struct pl_gguf {
     uint64_t alignment;
     uint64_t data_off;
     uint64_t n_kv;
-    struct pl_gguf_kv *kvs;                 /* [n_kv], file order */
-    const struct pl_gguf_kv **kv_by_key;    /* [n_kv], sorted by key bytes */
+    struct pl_gguf_kv *kvs;              /* [n_kv], file order */
+    const struct pl_gguf_kv **kv_by_key; /* [n_kv], sorted by key bytes */
     uint64_t n_tensors;
-    struct pl_gguf_tensor *tensors;         /* [n_tensors], file order */
+    struct pl_gguf_tensor *tensors;          /* [n_tensors], file order */
     const struct pl_gguf_tensor **t_by_name; /* [n_tensors], sorted by name */
 };
 
@@ -56,8 +57,8 @@ struct pl_gguf {
 struct parser {
     const uint8_t *base;
     uint64_t size;
-    uint64_t pos;   /* cursor: next byte to read */
-    char ctx[160];  /* "kv 12 'key'" / "tensor 3 'name'" / "header": prefix of messages */
+    uint64_t pos;  /* cursor: next byte to read */
+    char ctx[160]; /* "kv 12 'key'" / "tensor 3 'name'" / "header": prefix of messages */
     char *err;
     size_t err_len;
 };
@@ -127,8 +128,8 @@ static uint64_t remaining(const struct parser *p) {
 static int take(struct parser *p, uint64_t n, const char *what, const uint8_t **ret) {
     if (n > remaining(p)) {
         *ret = NULL;
-        return FAIL(p, p->pos, "%s: needs %" PRIu64 " bytes, only %" PRIu64 " left in file",
-                    what, n, remaining(p));
+        return FAIL(p, p->pos, "%s: needs %" PRIu64 " bytes, only %" PRIu64 " left in file", what,
+                    n, remaining(p));
     }
     *ret = p->base + p->pos;
     p->pos += n;
@@ -172,8 +173,8 @@ static int rd_str(struct parser *p, const char *what, uint64_t cap, struct pl_gg
     if (len > cap)
         return FAIL(p, at, "%s length %" PRIu64 " exceeds cap %" PRIu64, what, len, cap);
     if (len > remaining(p))
-        return FAIL(p, at, "%s length %" PRIu64 " runs past end of file (%" PRIu64
-                    " bytes left)", what, len, remaining(p));
+        return FAIL(p, at, "%s length %" PRIu64 " runs past end of file (%" PRIu64 " bytes left)",
+                    what, len, remaining(p));
     r = take(p, len, what, &b);
     if (r < 0)
         return r;
@@ -232,8 +233,10 @@ static int parse_array_body(struct parser *p, uint32_t et, uint64_t n, unsigned 
 
     if (scalar_size(et)) {
         if (pl_mul_overflow(n, (uint64_t)scalar_size(et), &bytes) || bytes > remaining(p))
-            return FAIL(p, start, "array of %" PRIu64 " elements of %u bytes runs past end of "
-                        "file (%" PRIu64 " bytes left)", n, scalar_size(et), remaining(p));
+            return FAIL(p, start,
+                        "array of %" PRIu64 " elements of %u bytes runs past end of "
+                        "file (%" PRIu64 " bytes left)",
+                        n, scalar_size(et), remaining(p));
         return take(p, bytes, "array data", &b);
     }
 
@@ -302,10 +305,21 @@ static int parse_value(struct parser *p, uint32_t t, struct pl_gguf_kv *kv) {
         if (r < 0)
             return r;
         switch (scalar_size(t)) {
-        case 1: memcpy(&v8, b, 1); v64 = v8; break;
-        case 2: memcpy(&v16, b, 2); v64 = v16; break;
-        case 4: memcpy(&v32, b, 4); v64 = v32; break;
-        default: memcpy(&v64, b, 8); break;
+        case 1:
+            memcpy(&v8, b, 1);
+            v64 = v8;
+            break;
+        case 2:
+            memcpy(&v16, b, 2);
+            v64 = v16;
+            break;
+        case 4:
+            memcpy(&v32, b, 4);
+            v64 = v32;
+            break;
+        default:
+            memcpy(&v64, b, 8);
+            break;
         }
         kv->v.u64 = v64;
         return 0;
@@ -322,10 +336,21 @@ static int parse_value(struct parser *p, uint32_t t, struct pl_gguf_kv *kv) {
         if (r < 0)
             return r;
         switch (scalar_size(t)) {
-        case 1: memcpy(&v8, b, 1); v64 = v8; break;
-        case 2: memcpy(&v16, b, 2); v64 = v16; break;
-        case 4: memcpy(&v32, b, 4); v64 = v32; break;
-        default: memcpy(&v64, b, 8); break;
+        case 1:
+            memcpy(&v8, b, 1);
+            v64 = v8;
+            break;
+        case 2:
+            memcpy(&v16, b, 2);
+            v64 = v16;
+            break;
+        case 4:
+            memcpy(&v32, b, 4);
+            v64 = v32;
+            break;
+        default:
+            memcpy(&v64, b, 8);
+            break;
         }
         kv->v.i64 = v64;
         return 0;
@@ -376,8 +401,9 @@ static int parse_value(struct parser *p, uint32_t t, struct pl_gguf_kv *kv) {
                         PL_GGUF_MAX_ARRAY_LEN);
         /* n * min_elem_bytes cannot overflow: n <= 2^26, min bytes <= 12. */
         if (n * min_elem_bytes(et) > remaining(p))
-            return FAIL(p, at + 4, "array length %" PRIu64 " runs past end of file (%" PRIu64
-                        " bytes left)", n, remaining(p));
+            return FAIL(p, at + 4,
+                        "array length %" PRIu64 " runs past end of file (%" PRIu64 " bytes left)",
+                        n, remaining(p));
         kv->v.arr.type = et;
         kv->v.arr.n = n;
         kv->v.arr.data = et == PL_GGUF_TYPE_ARRAY ? NULL : p->base + p->pos;
@@ -448,16 +474,16 @@ static int parse_header(struct parser *p, struct pl_gguf *g) {
     if (version != 2 && version != 3) {
         uint32_t swapped = __builtin_bswap32(version);
         if (swapped >= 1 && swapped <= 3)
-            return fail(p, -PL_ERR_UNSUPPORTED, 4, "version reads as 0x%08" PRIx32
-                        ": big-endian GGUF files are not supported", version);
+            return fail(p, -PL_ERR_UNSUPPORTED, 4,
+                        "version reads as 0x%08" PRIx32 ": big-endian GGUF files are not supported",
+                        version);
         if (version == 1)
             return fail(p, -PL_ERR_UNSUPPORTED, 4,
                         "version 1 is not supported (32-bit counts); convert the file to v3");
         if (version == 0)
             return FAIL(p, 4, "version 0 is invalid");
         return fail(p, -PL_ERR_UNSUPPORTED, 4,
-                    "version %" PRIu32 " is not supported (this reader handles 2 and 3)",
-                    version);
+                    "version %" PRIu32 " is not supported (this reader handles 2 and 3)", version);
     }
     g->version = version;
     r = rd_u64(p, "tensor count", &g->n_tensors);
@@ -474,8 +500,10 @@ static int parse_header(struct parser *p, struct pl_gguf *g) {
     /* Each kv and tensor info takes a minimum number of bytes: reject impossible counts
      * before allocating for them (no overflow: both counts are capped far below 2^32). */
     if (g->n_kv * KV_MIN_BYTES + g->n_tensors * TENSOR_MIN_BYTES > remaining(p))
-        return FAIL(p, 8, "%" PRIu64 " tensors and %" PRIu64 " kvs cannot fit in the %" PRIu64
-                    " bytes left in the file", g->n_tensors, g->n_kv, remaining(p));
+        return FAIL(p, 8,
+                    "%" PRIu64 " tensors and %" PRIu64 " kvs cannot fit in the %" PRIu64
+                    " bytes left in the file",
+                    g->n_tensors, g->n_kv, remaining(p));
     return 0;
 }
 
@@ -519,8 +547,7 @@ static int parse_kvs(struct parser *p, struct pl_gguf *g) {
         const struct pl_gguf_kv *a = g->kv_by_key[i - 1], *b = g->kv_by_key[i];
         if (cmp_bytes(a->key.ptr, a->key.len, b->key.ptr, b->key.len) == 0) {
             set_ctx(p, "kv", (uint64_t)(b - g->kvs), b->key.ptr, b->key.len);
-            return FAIL(p, b->file_off, "duplicate key (first at byte %" PRIu64 ")",
-                        a->file_off);
+            return FAIL(p, b->file_off, "duplicate key (first at byte %" PRIu64 ")", a->file_off);
         }
     }
 
@@ -530,8 +557,8 @@ static int parse_kvs(struct parser *p, struct pl_gguf *g) {
     if (al) {
         set_ctx(p, "kv", (uint64_t)(al - g->kvs), al->key.ptr, al->key.len);
         if (al->type != PL_GGUF_TYPE_UINT32)
-            return FAIL(p, al->file_off, "alignment has value type %" PRIu32 ", expected uint32 (4)",
-                        al->type);
+            return FAIL(p, al->file_off,
+                        "alignment has value type %" PRIu32 ", expected uint32 (4)", al->type);
         if (al->v.u64 == 0 || (al->v.u64 & (al->v.u64 - 1)) != 0)
             return FAIL(p, al->file_off, "alignment %" PRIu64 " is not a non-zero power of two",
                         al->v.u64);
@@ -580,10 +607,8 @@ static int parse_tensor_info(struct parser *p, uint64_t i, struct pl_gguf_tensor
         if (r < 0)
             return r;
         if (t->ne[d] == 0 || t->ne[d] > (uint64_t)INT64_MAX)
-            return FAIL(p, at, "ne[%" PRIu32 "] = %" PRIu64 " out of range 1..2^63-1", d,
-                        t->ne[d]);
-        if (pl_mul_overflow(t->n_elems, t->ne[d], &t->n_elems) ||
-            t->n_elems > (uint64_t)INT64_MAX)
+            return FAIL(p, at, "ne[%" PRIu32 "] = %" PRIu64 " out of range 1..2^63-1", d, t->ne[d]);
+        if (pl_mul_overflow(t->n_elems, t->ne[d], &t->n_elems) || t->n_elems > (uint64_t)INT64_MAX)
             return FAIL(p, at, "element count overflows at ne[%" PRIu32 "] = %" PRIu64, d,
                         t->ne[d]);
     }
@@ -601,8 +626,7 @@ static int parse_tensor_info(struct parser *p, uint64_t i, struct pl_gguf_tensor
     uint64_t row_bytes;
     if (pl_type_row_bytes(t->type, t->ne[0], &row_bytes) < 0 ||
         pl_mul_overflow(row_bytes, t->n_elems / t->ne[0], &t->n_bytes))
-        return FAIL(p, at, "byte size of %" PRIu64 " %s elements overflows", t->n_elems,
-                    ti->name);
+        return FAIL(p, at, "byte size of %" PRIu64 " %s elements overflows", t->n_elems, ti->name);
 
     *ret_off_at = p->pos;
     return rd_u64(p, "offset", &t->offset);
@@ -640,8 +664,8 @@ static int parse_tensors(struct parser *p, struct pl_gguf *g) {
     data_off &= ~(g->alignment - 1);
     if (data_off > g->size) {
         if (g->n_tensors > 0) {
-            r = FAIL(p, p->pos, "aligned start %" PRIu64 " is past end of file (size %" PRIu64
-                     ")", data_off, g->size);
+            r = FAIL(p, p->pos, "aligned start %" PRIu64 " is past end of file (size %" PRIu64 ")",
+                     data_off, g->size);
             goto out;
         }
         data_off = g->size; /* no tensors: an empty data section without padding is fine */
@@ -653,14 +677,16 @@ static int parse_tensors(struct parser *p, struct pl_gguf *g) {
         uint64_t rel = t->offset, end;
         set_ctx(p, "tensor", i, t->name, strlen(t->name));
         if (rel % g->alignment != 0) {
-            r = FAIL(p, off_at[i], "offset %" PRIu64 " is not a multiple of the alignment %"
-                     PRIu64, rel, g->alignment);
+            r = FAIL(p, off_at[i], "offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
+                     rel, g->alignment);
             goto out;
         }
         if (pl_add_overflow(data_off, rel, &t->offset) ||
             pl_add_overflow(t->offset, t->n_bytes, &end) || end > g->size) {
-            r = FAIL(p, off_at[i], "data [offset %" PRIu64 ", %" PRIu64 " bytes] ends past end "
-                     "of file (size %" PRIu64 ")", rel, t->n_bytes, g->size);
+            r = FAIL(p, off_at[i],
+                     "data [offset %" PRIu64 ", %" PRIu64 " bytes] ends past end "
+                     "of file (size %" PRIu64 ")",
+                     rel, t->n_bytes, g->size);
             goto out;
         }
         t->data = g->base + t->offset;
@@ -685,8 +711,9 @@ static int parse_tensors(struct parser *p, struct pl_gguf *g) {
         if (a->offset + a->n_bytes > b->offset) { /* no overflow: checked <= size above */
             uint64_t bi = (uint64_t)(b - g->tensors);
             set_ctx(p, "tensor", bi, b->name, strlen(b->name));
-            r = FAIL(p, off_at[bi], "data at offset %" PRIu64 " overlaps tensor %" PRIu64
-                     " '%s' [offset %" PRIu64 ", %" PRIu64 " bytes]",
+            r = FAIL(p, off_at[bi],
+                     "data at offset %" PRIu64 " overlaps tensor %" PRIu64 " '%s' [offset %" PRIu64
+                     ", %" PRIu64 " bytes]",
                      b->offset - data_off, (uint64_t)(a - g->tensors), a->name,
                      a->offset - data_off, a->n_bytes);
             goto out;
@@ -701,7 +728,11 @@ out:
 
 static int parse(struct pl_gguf *g, char *err, size_t err_len) {
     struct parser p = {
-        .base = g->base, .size = g->size, .pos = 0, .err = err, .err_len = err_len,
+        .base = g->base,
+        .size = g->size,
+        .pos = 0,
+        .err = err,
+        .err_len = err_len,
     };
     int r = parse_header(&p, g);
     if (r < 0)
@@ -743,8 +774,8 @@ void pl_gguf_close(struct pl_gguf *g) {
 }
 
 /* Takes ownership of the mapping when mapped is true (even on failure). */
-static int open_common(const void *data, uint64_t len, bool mapped, struct pl_gguf **ret,
-                       char *err, size_t err_len) {
+static int open_common(const void *data, uint64_t len, bool mapped, struct pl_gguf **ret, char *err,
+                       size_t err_len) {
     struct pl_gguf *g = calloc(1, sizeof(*g));
     int r;
     if (!g) {
@@ -991,8 +1022,7 @@ int pl_gguf_get_arr(const struct pl_gguf *g, const char *key, uint32_t elem_type
 
 int pl_gguf_arr_str(const struct pl_gguf_arr *arr, uint64_t i, struct pl_gguf_str *ret) {
     uint64_t len;
-    if (!arr || arr->type != PL_GGUF_TYPE_STRING || i >= arr->n || !arr->str_offsets ||
-        !arr->data)
+    if (!arr || arr->type != PL_GGUF_TYPE_STRING || i >= arr->n || !arr->str_offsets || !arr->data)
         return -EINVAL;
     const char *at = (const char *)arr->data + arr->str_offsets[i];
     memcpy(&len, at, sizeof(len));

@@ -24,7 +24,7 @@
 #define MAX_NODES 4096u
 #define MAX_LIT_NODES (1u << 20)
 #define MAX_SCHEMA_DEPTH 16u
-#define MAX_BOUND 65535u          /* minLength/maxLength/minItems/maxItems */
+#define MAX_BOUND 65535u /* minLength/maxLength/minItems/maxItems */
 #define MAX_KEY_LEN 1024u
 #define MAX_INT_DIGITS 18u
 #define MAX_FRAC_DIGITS 18u
@@ -38,15 +38,15 @@ enum kind { K_UNION, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_LITS };
 
 struct gnode {
     enum kind kind;
-    uint32_t minlen;        /* fewest bytes of a complete value */
+    uint32_t minlen; /* fewest bytes of a complete value */
     /* UNION: node to begin for each kind of first byte, or NONE */
     uint32_t u_obj, u_arr, u_str, u_num, u_lit;
     /* OBJECT */
-    bool free_keys;         /* any keys, values of node addl */
+    bool free_keys; /* any keys, values of node addl */
     uint32_t addl;
-    uint32_t prop0, n_props;/* props[prop0 .. +n_props) */
-    uint32_t cost0;         /* req_sum/req_cnt/opt_min[cost0 .. +n_props+1) */
-    bool any;               /* part of the ANY graph: depth-limited */
+    uint32_t prop0, n_props; /* props[prop0 .. +n_props) */
+    uint32_t cost0;          /* req_sum/req_cnt/opt_min[cost0 .. +n_props+1) */
+    bool any;                /* part of the ANY graph: depth-limited */
     /* ARRAY: items; STRING / ARRAY: bounds */
     uint32_t items;
     uint32_t min, max;
@@ -65,7 +65,7 @@ struct gprop {
 /* Literal trie (enum values, true/false/null): child/sibling lists. */
 struct lnode {
     uint32_t child, sibling;
-    uint32_t minrest;          /* fewest bytes from here to the end of a literal */
+    uint32_t minrest; /* fewest bytes from here to the end of a literal */
     uint8_t byte;
     bool terminal;
 };
@@ -83,17 +83,37 @@ struct pl_grammar {
     struct lnode *lits;
     uint32_t n_lits, cap_lits;
     uint32_t root;
-    uint32_t any;     /* the any-value union, or NONE */
-    uint32_t keystr;  /* unbounded string for free keys, or NONE */
+    uint32_t any;    /* the any-value union, or NONE */
+    uint32_t keystr; /* unbounded string for free keys, or NONE */
 };
 
 /* ---- Automaton state ---- */
 
 enum phase {
-    O_OPEN, O_KEY, O_KEYSTR, O_COLON, O_VALUE, O_VALUE_IN, O_AFTER, O_COMMA,
-    A_OPEN, A_VALUE_IN, A_AFTER, A_COMMA,
-    S_CHARS, S_ESC, S_HEX, S_UTF8,
-    P_MINUS, P_ZERO, P_INT, P_DOT, P_FRAC, P_E, P_ESIGN, P_EXP,
+    O_OPEN,
+    O_KEY,
+    O_KEYSTR,
+    O_COLON,
+    O_VALUE,
+    O_VALUE_IN,
+    O_AFTER,
+    O_COMMA,
+    A_OPEN,
+    A_VALUE_IN,
+    A_AFTER,
+    A_COMMA,
+    S_CHARS,
+    S_ESC,
+    S_HEX,
+    S_UTF8,
+    P_MINUS,
+    P_ZERO,
+    P_INT,
+    P_DOT,
+    P_FRAC,
+    P_E,
+    P_ESIGN,
+    P_EXP,
     L_LIT,
 };
 
@@ -101,17 +121,17 @@ enum phase {
 struct frame {
     uint32_t node;
     uint8_t phase;
-    uint8_t ws;        /* whitespace bytes in a row */
-    uint16_t x;        /* key byte / hex digit / UTF-8 bytes left / digits in this part */
-    uint32_t a;        /* object: next property; array: items; string: code points;
-                          literal: trie node */
-    uint32_t b;        /* object: current property; string: surrogate flag or UTF-8 range */
-    uint64_t mask;     /* object: properties still matching the key being written */
+    uint8_t ws;    /* whitespace bytes in a row */
+    uint16_t x;    /* key byte / hex digit / UTF-8 bytes left / digits in this part */
+    uint32_t a;    /* object: next property; array: items; string: code points;
+                      literal: trie node */
+    uint32_t b;    /* object: current property; string: surrogate flag or UTF-8 range */
+    uint64_t mask; /* object: properties still matching the key being written */
 };
 
 struct gstate {
     uint32_t depth;
-    uint32_t done;     /* the top-level value is finished */
+    uint32_t done; /* the top-level value is finished */
     struct frame f[PL_GRAMMAR_MAX_DEPTH];
 };
 
@@ -125,22 +145,22 @@ struct vnode {
 
 struct pl_grammar_vocab {
     uint32_t n_vocab;
-    uint32_t n_words;         /* 64-bit words of a token bitset */
+    uint32_t n_words; /* 64-bit words of a token bitset */
     struct vnode *nodes;
     uint32_t n_nodes;
-    int32_t *order;           /* usable tokens sorted by piece */
+    int32_t *order; /* usable tokens sorted by piece */
     uint32_t n_usable;
-    uint32_t *piece_off;      /* [n_vocab] */
-    uint16_t *piece_len;      /* [n_vocab]; 0: never allowed */
+    uint32_t *piece_off; /* [n_vocab] */
+    uint16_t *piece_len; /* [n_vocab]; 0: never allowed */
     char *pieces;
-    uint64_t *eog;            /* bitset of EOG tokens */
+    uint64_t *eog; /* bitset of EOG tokens */
     uint32_t max_piece;
 };
 
 struct cache_slot {
     bool valid;
     uint64_t hash;
-    uint32_t max_dist;        /* largest distance after any allowed token */
+    uint32_t max_dist; /* largest distance after any allowed token */
     uint32_t n_allowed;
     uint64_t *bits;
     struct gstate key;
@@ -150,9 +170,9 @@ struct pl_grammar_state {
     const struct pl_grammar *g;
     struct gstate cur;
     bool ended;
-    struct gstate *scratch;       /* [max_piece + 2] */
+    struct gstate *scratch;          /* [max_piece + 2] */
     uint32_t *walk_node, *walk_next; /* [max_piece + 2] */
-    uint64_t *bits;               /* scratch bitset */
+    uint64_t *bits;                  /* scratch bitset */
     struct cache_slot cache[CACHE_SLOTS];
     uint32_t cache_next;
 };
@@ -326,8 +346,7 @@ static int ws_step(struct frame *f, uint8_t c, bool *handled) {
     return ST_OK;
 }
 
-static int step_object(const struct pl_grammar *g, struct gstate *s, struct frame *f,
-                       uint8_t c) {
+static int step_object(const struct pl_grammar *g, struct gstate *s, struct frame *f, uint8_t c) {
     const struct gnode *n = node_of(g, f);
     bool handled;
     switch (f->phase) {
@@ -456,8 +475,7 @@ static int step_array(const struct pl_grammar *g, struct gstate *s, struct frame
     }
 }
 
-static int step_string(const struct pl_grammar *g, struct gstate *s, struct frame *f,
-                       uint8_t c) {
+static int step_string(const struct pl_grammar *g, struct gstate *s, struct frame *f, uint8_t c) {
     const struct gnode *n = node_of(g, f);
     switch (f->phase) {
     case S_CHARS: {
@@ -536,8 +554,7 @@ static int step_string(const struct pl_grammar *g, struct gstate *s, struct fram
     }
 }
 
-static int step_number(const struct pl_grammar *g, struct gstate *s, struct frame *f,
-                       uint8_t c) {
+static int step_number(const struct pl_grammar *g, struct gstate *s, struct frame *f, uint8_t c) {
     bool integer = node_of(g, f)->integer;
     switch (f->phase) {
     case P_MINUS:
@@ -820,7 +837,7 @@ struct compiler {
     const struct pl_json_doc *doc;
     char *err;
     size_t err_len;
-    char *buf;       /* serialisation scratch for literals */
+    char *buf; /* serialisation scratch for literals */
     size_t buf_len, buf_cap;
 };
 
@@ -857,9 +874,15 @@ static int new_gnode(struct compiler *c, enum kind k, uint32_t *ret) {
         return cfail(c, -PL_ERR_UNSUPPORTED, "schema too large (over %u nodes)", MAX_NODES);
     if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(*g->nodes)) < 0)
         return -ENOMEM;
-    g->nodes[g->n_nodes] = (struct gnode){.kind = k, .u_obj = NONE, .u_arr = NONE,
-                                          .u_str = NONE, .u_num = NONE, .u_lit = NONE,
-                                          .addl = NONE, .items = NONE, .max = UNBOUNDED,
+    g->nodes[g->n_nodes] = (struct gnode){.kind = k,
+                                          .u_obj = NONE,
+                                          .u_arr = NONE,
+                                          .u_str = NONE,
+                                          .u_num = NONE,
+                                          .u_lit = NONE,
+                                          .addl = NONE,
+                                          .items = NONE,
+                                          .max = UNBOUNDED,
                                           .lit_root = NONE};
     *ret = g->n_nodes++;
     return 0;
@@ -871,8 +894,8 @@ static int new_lnode(struct compiler *c, uint8_t byte, uint32_t *ret) {
         return cfail(c, -PL_ERR_UNSUPPORTED, "enum values too large");
     if (grow((void **)&g->lits, &g->cap_lits, g->n_lits + 1, sizeof(*g->lits)) < 0)
         return -ENOMEM;
-    g->lits[g->n_lits] = (struct lnode){.child = NONE, .sibling = NONE, .minrest = UINT32_MAX,
-                                        .byte = byte};
+    g->lits[g->n_lits] =
+        (struct lnode){.child = NONE, .sibling = NONE, .minrest = UINT32_MAX, .byte = byte};
     *ret = g->n_lits++;
     return 0;
 }
@@ -1016,15 +1039,16 @@ enum {
     T_ALL = 0x7F,
 };
 
-static const char *const type_names[] = {"object", "array", "string", "integer",
+static const char *const type_names[] = {"object", "array",   "string", "integer",
                                          "number", "boolean", "null"};
 
-static const char *const annotations[] = {"title", "description", "default", "examples",
-                                          "format", "$schema", "$id", "$comment",
-                                          "readOnly", "writeOnly", "deprecated"};
-static const char *const keywords[] = {"type", "properties", "required",
-                                       "additionalProperties", "items", "minItems",
-                                       "maxItems", "minLength", "maxLength", "enum", "const"};
+static const char *const annotations[] = {"title",    "description", "default",   "examples",
+                                          "format",   "$schema",     "$id",       "$comment",
+                                          "readOnly", "writeOnly",   "deprecated"};
+static const char *const keywords[] = {
+    "type",      "properties", "required", "additionalProperties",
+    "items",     "minItems",   "maxItems", "minLength",
+    "maxLength", "enum",       "const"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -1215,8 +1239,7 @@ static int compile_object(struct compiler *c, const struct pl_json_node *o, uint
                 return cfail(c, -EINVAL, "\"required\" must hold strings");
             if (!pl_json_doc_get(c->doc, props, nodes[k].str))
                 return cfail(c, -PL_ERR_UNSUPPORTED,
-                             "required property \"%.64s\" is not in \"properties\"",
-                             nodes[k].str);
+                             "required property \"%.64s\" is not in \"properties\"", nodes[k].str);
         }
     }
     uint32_t n_props = props ? props->n : 0;
@@ -1255,8 +1278,8 @@ static int compile_object(struct compiler *c, const struct pl_json_node *o, uint
         uint32_t v;
         if ((r = compile_schema(c, p, depth + 1, &v)) < 0)
             return r;
-        g->props[prop0 + i] = (struct gprop){.key_off = key_off, .key_len = key_len,
-                                             .value = v, .required = required};
+        g->props[prop0 + i] = (struct gprop){
+            .key_off = key_off, .key_len = key_len, .value = v, .required = required};
     }
 
     uint32_t cost0;
@@ -1429,8 +1452,8 @@ static int compile_schema(struct compiler *c, const struct pl_json_node *j, uint
         if (!types)
             return build_any(c, ret);
     }
-    if (types == T_OBJ || types == T_ARR || types == T_STR || types == T_INT ||
-        types == T_NUM || types == (T_INT | T_NUM) || !(types & (T_OBJ | T_ARR | T_STR | T_INT | T_NUM)))
+    if (types == T_OBJ || types == T_ARR || types == T_STR || types == T_INT || types == T_NUM ||
+        types == (T_INT | T_NUM) || !(types & (T_OBJ | T_ARR | T_STR | T_INT | T_NUM)))
         return compile_typed(c, j, types, depth, ret);
 
     /* A union: the first byte tells the alternatives apart. */
@@ -1611,8 +1634,8 @@ int pl_grammar_vocab_new(const struct pl_tokenizer *t, struct pl_grammar_vocab *
                 j++;
             uint32_t child = v->n_nodes++;
             v->nodes[child].byte = b;
-            queue[qt++] = (struct build_item){.node = child, .lo = i, .hi = j,
-                                              .depth = it.depth + 1};
+            queue[qt++] =
+                (struct build_item){.node = child, .lo = i, .hi = j, .depth = it.depth + 1};
             nd = &v->nodes[it.node];
             nd->n_child++;
             i = j;

@@ -61,8 +61,8 @@ static int new_node(struct parser *p, enum pl_json_kind k, uint32_t *ret) {
         d->nodes = nn;
         p->cap_nodes = nc;
     }
-    d->nodes[d->n_nodes] = (struct pl_json_node){.kind = k, .first = PL_JSON_NONE,
-                                                 .next = PL_JSON_NONE};
+    d->nodes[d->n_nodes] =
+        (struct pl_json_node){.kind = k, .first = PL_JSON_NONE, .next = PL_JSON_NONE};
     *ret = d->n_nodes++;
     return 0;
 }

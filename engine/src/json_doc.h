@@ -30,20 +30,20 @@ struct pl_json_node {
     enum pl_json_kind kind;
     bool boolean;
     double number;
-    const char *str;   /* STRING: decoded UTF-8, NUL-terminated; NUMBER: its source text */
+    const char *str; /* STRING: decoded UTF-8, NUL-terminated; NUMBER: its source text */
     uint32_t str_len;
-    const char *key;   /* member of an object: decoded key, NUL-terminated */
+    const char *key; /* member of an object: decoded key, NUL-terminated */
     uint32_t key_len;
-    uint32_t n;        /* ARRAY/OBJECT: child count */
-    uint32_t first;    /* first child or PL_JSON_NONE */
-    uint32_t next;     /* next sibling or PL_JSON_NONE */
+    uint32_t n;     /* ARRAY/OBJECT: child count */
+    uint32_t first; /* first child or PL_JSON_NONE */
+    uint32_t next;  /* next sibling or PL_JSON_NONE */
 };
 
 struct pl_json_doc {
     struct pl_json_node *nodes; /* [n_nodes], nodes[0] is the root */
     uint32_t n_nodes;
-    char *pool;                 /* decoded strings */
-    char *src;                  /* copy of the text (numbers point into it) */
+    char *pool; /* decoded strings */
+    char *src;  /* copy of the text (numbers point into it) */
 };
 
 /* Parse len bytes (borrowed; copied). Returns 0, -EINVAL (syntax error, trailing data,

@@ -57,8 +57,8 @@ void pl_kv_done(struct pl_kv *kv) {
     memset(kv, 0, sizeof(*kv));
 }
 
-int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_seq,
-               uint32_t n_ctx, uint32_t n_tokens, uint32_t type) {
+int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_seq, uint32_t n_ctx,
+               uint32_t n_tokens, uint32_t type) {
     size_t elt, row_bytes, block_bytes, block_stride, total, table_len;
 
     memset(kv, 0, sizeof(*kv));

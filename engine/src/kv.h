@@ -16,33 +16,33 @@
 
 struct pl_kv {
     uint32_t n_layer;
-    uint32_t kv_dim;            /* n_head_kv * head_dim */
+    uint32_t kv_dim; /* n_head_kv * head_dim */
     uint32_t n_seq;
-    uint32_t n_ctx;             /* max tokens per sequence */
-    uint32_t max_seq_blocks;    /* ceil(n_ctx / PL_KV_BLOCK_TOKENS) */
-    uint32_t n_blocks;          /* blocks in the pool */
-    uint32_t type;              /* enum pl_kv_type */
-    size_t row_bytes;           /* one token's K (or V) row of one layer */
-    size_t layer_bytes;         /* n_blocks * block_bytes: one layer's share of the pool
-                                   (spread over the blocks, not a contiguous range) */
-    size_t block_bytes;         /* PL_KV_BLOCK_TOKENS * row_bytes: a block of one layer */
-    size_t block_stride;        /* n_layer * block_bytes: a block of every layer */
-    size_t map_bytes;           /* the k and v mappings' length each */
-    uint8_t *k;                 /* [n_blocks][n_layer][PL_KV_BLOCK_TOKENS][kv_dim] */
-    uint8_t *v;                 /* same shape */
-    uint32_t *free_ids;         /* [n_blocks] stack of free block ids */
+    uint32_t n_ctx;          /* max tokens per sequence */
+    uint32_t max_seq_blocks; /* ceil(n_ctx / PL_KV_BLOCK_TOKENS) */
+    uint32_t n_blocks;       /* blocks in the pool */
+    uint32_t type;           /* enum pl_kv_type */
+    size_t row_bytes;        /* one token's K (or V) row of one layer */
+    size_t layer_bytes;      /* n_blocks * block_bytes: one layer's share of the pool
+                                (spread over the blocks, not a contiguous range) */
+    size_t block_bytes;      /* PL_KV_BLOCK_TOKENS * row_bytes: a block of one layer */
+    size_t block_stride;     /* n_layer * block_bytes: a block of every layer */
+    size_t map_bytes;        /* the k and v mappings' length each */
+    uint8_t *k;              /* [n_blocks][n_layer][PL_KV_BLOCK_TOKENS][kv_dim] */
+    uint8_t *v;              /* same shape */
+    uint32_t *free_ids;      /* [n_blocks] stack of free block ids */
     uint32_t n_free;
-    uint32_t *table;            /* [n_seq][max_seq_blocks] block ids */
-    uint32_t *n_held;           /* [n_seq] blocks held by each sequence */
-    uint32_t *seq_len;          /* [n_seq] tokens cached per sequence */
-    uint32_t *ref;              /* [n_blocks] holders of each block (sequences and prefix
-                                   caches, kv_share.c); 0 exactly for blocks on the free list */
+    uint32_t *table;   /* [n_seq][max_seq_blocks] block ids */
+    uint32_t *n_held;  /* [n_seq] blocks held by each sequence */
+    uint32_t *seq_len; /* [n_seq] tokens cached per sequence */
+    uint32_t *ref;     /* [n_blocks] holders of each block (sequences and prefix
+                          caches, kv_share.c); 0 exactly for blocks on the free list */
 };
 
 /* Allocate a pool of ceil(n_tokens / PL_KV_BLOCK_TOKENS) blocks. Returns 0, -EINVAL (a zero
  * dimension, unknown type), -EOVERFLOW (sizes do not fit), -ENOMEM. */
-int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_seq,
-               uint32_t n_ctx, uint32_t n_tokens, uint32_t type);
+int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_seq, uint32_t n_ctx,
+               uint32_t n_tokens, uint32_t type);
 /* Free the memory; safe on a zeroed or already-done struct. */
 void pl_kv_done(struct pl_kv *kv);
 

@@ -32,15 +32,13 @@ int pl_ctx_seq_blocks(const struct pl_ctx *c, int32_t seq, uint32_t first, uint3
     return 0;
 }
 
-int pl_ctx_seq_share_prefix(struct pl_ctx *c, int32_t seq, const uint32_t *ids,
-                            uint32_t n_blocks) {
+int pl_ctx_seq_share_prefix(struct pl_ctx *c, int32_t seq, const uint32_t *ids, uint32_t n_blocks) {
     if (!c || (n_blocks && !ids))
         return -EINVAL;
     struct pl_kv *kv = pl_ctx_kv(c);
     if (seq < 0 || (uint32_t)seq >= kv->n_seq || kv->n_held[seq] != 0 || kv->seq_len[seq] != 0)
         return -EINVAL;
-    if (n_blocks > kv->max_seq_blocks ||
-        (uint64_t)n_blocks * PL_KV_BLOCK_TOKENS > kv->n_ctx)
+    if (n_blocks > kv->max_seq_blocks || (uint64_t)n_blocks * PL_KV_BLOCK_TOKENS > kv->n_ctx)
         return -EINVAL;
     for (uint32_t i = 0; i < n_blocks; i++) {
         if (!held(kv, ids[i]))

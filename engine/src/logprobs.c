@@ -95,9 +95,8 @@ int pl_logprobs_compute(const float *logits, uint32_t n_vocab, int32_t chosen, u
         sift_down(top, n - 1, 0);
     }
     for (uint32_t i = 0; i < n_heap; i++)
-        top[i].logprob = top[i].logprob == -INFINITY
-                             ? -INFINITY
-                             : (float)((double)top[i].logprob - log_z);
+        top[i].logprob =
+            top[i].logprob == -INFINITY ? -INFINITY : (float)((double)top[i].logprob - log_z);
 
     if (ret_chosen) {
         float x = logits[chosen];

@@ -345,8 +345,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                     const uint32_t nt = PL_MIN(ts, n_tok - t0);
                     for (uint32_t t = 0; t < nt; t++)
                         for (uint32_t r = 0; r < nr; r++)
-                            out[(size_t)(t0 + t) * out_stride + r0 + r] =
-                                tg[(i * nr + r) * ts + t];
+                            out[(size_t)(t0 + t) * out_stride + r0 + r] = tg[(i * nr + r) * ts + t];
                 }
             }
         }

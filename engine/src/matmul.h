@@ -14,12 +14,13 @@
 
 struct pl_weight;
 
-#define PL_MM_TILE 16u          /* tokens per activation tile */
-#define PL_MM_MIN_TILED_TOK 9u  /* fewer tokens: decode vectors, or one half tile (vec_max) */
-#define PL_MM_HALF 8u           /* at most this many: one half tile (rows8), e.g. the decode
-                                   step of several sessions, without 8 empty lanes */
-#define PL_MM_ROWS 4u           /* weight rows per call of the AVX-512 kernels' rows() */
-#define PL_MM_ROWS_MAX 16u      /* ... and of any kernel's (the AMX ones take 16) */
+#define PL_MM_TILE 16u         /* tokens per activation tile */
+#define PL_MM_MIN_TILED_TOK 9u /* fewer tokens: decode vectors, or one half tile (vec_max) */
+#define PL_MM_HALF                                                                                 \
+    8u                     /* at most this many: one half tile (rows8), e.g. the decode            \
+                              step of several sessions, without 8 empty lanes */
+#define PL_MM_ROWS 4u      /* weight rows per call of the AVX-512 kernels' rows() */
+#define PL_MM_ROWS_MAX 16u /* ... and of any kernel's (the AMX ones take 16) */
 
 /* A tiled kernel for one weight type (engine/arch/<isa>/matmul_*.c). Tiles hold super-blocks
  * of 256 elements (n % 256 == 0); the lane layout (layout: sub-blocks of 32 or 16 elements)
@@ -98,17 +99,14 @@ static inline int8_t *pl_mm_lay_qs(uint8_t *buf, int64_t n, uint32_t nt, int64_t
     (void)n;
     return (int8_t *)(buf + (((size_t)s * 64u + g) * nt + t) * 4u);
 }
-static inline float *pl_mm_lay_da(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
-                                  uint32_t j) {
+static inline float *pl_mm_lay_da(uint8_t *buf, int64_t n, uint32_t nt, int64_t s, uint32_t j) {
     return (float *)(void *)(buf + (size_t)(n / 256) * nt * 256u) + ((size_t)s * 8u + j) * nt;
 }
-static inline float *pl_mm_lay_fs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
-                                  uint32_t j) {
+static inline float *pl_mm_lay_fs(uint8_t *buf, int64_t n, uint32_t nt, int64_t s, uint32_t j) {
     return (float *)(void *)(buf + (size_t)(n / 256) * nt * (256u + 32u)) +
            ((size_t)s * 16u + j) * nt;
 }
-static inline int32_t *pl_mm_lay_ns(uint8_t *buf, int64_t n, uint32_t nt, int64_t s,
-                                    uint32_t j) {
+static inline int32_t *pl_mm_lay_ns(uint8_t *buf, int64_t n, uint32_t nt, int64_t s, uint32_t j) {
     return (int32_t *)(void *)(buf + (size_t)(n / 256) * nt * (256u + 32u + 64u)) +
            ((size_t)s * 16u + j) * nt;
 }

@@ -122,8 +122,8 @@ static int read_rope_scaling(const struct pl_gguf *g, struct pl_model_hparams *h
             return r;
     }
     if (factor < 0.0f)
-        return set_err(err, err_len, -PL_ERR_FORMAT,
-                       "model: rope scaling factor %g is negative", (double)factor);
+        return set_err(err, err_len, -PL_ERR_FORMAT, "model: rope scaling factor %g is negative",
+                       (double)factor);
     hp->rope_freq_scale = 1.0f;
     if (pl_gguf_str_eq(type, "none"))
         return 0;
@@ -166,13 +166,12 @@ static int read_hparams(const struct pl_gguf *g, struct pl_model_hparams *hp, ch
         (r = read_u32(g, "feed_forward_length", true, 0, &hp->n_ff, err, err_len)) < 0 ||
         (r = read_u32(g, "attention.head_count", true, 0, &hp->n_head, err, err_len)) < 0)
         return r;
-    if ((r = check_range("llama.context_length", hp->n_ctx_train, 1, MAX_CTX_TRAIN, err,
-                         err_len)) < 0 ||
+    if ((r = check_range("llama.context_length", hp->n_ctx_train, 1, MAX_CTX_TRAIN, err, err_len)) <
+            0 ||
         (r = check_range("llama.embedding_length", hp->n_embd, 1, MAX_EMBD, err, err_len)) < 0 ||
         (r = check_range("llama.block_count", hp->n_layer, 1, MAX_LAYER, err, err_len)) < 0 ||
         (r = check_range("llama.feed_forward_length", hp->n_ff, 1, MAX_FF, err, err_len)) < 0 ||
-        (r = check_range("llama.attention.head_count", hp->n_head, 1, MAX_HEAD, err,
-                         err_len)) < 0)
+        (r = check_range("llama.attention.head_count", hp->n_head, 1, MAX_HEAD, err, err_len)) < 0)
         return r;
     if ((r = read_u32(g, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, err,
                       err_len)) < 0)
@@ -182,18 +181,18 @@ static int read_hparams(const struct pl_gguf *g, struct pl_model_hparams *hp, ch
         return r;
     if (hp->n_head % hp->n_head_kv != 0)
         return set_err(err, err_len, -PL_ERR_FORMAT,
-                       "model: head_count %u is not a multiple of head_count_kv %u",
-                       hp->n_head, hp->n_head_kv);
+                       "model: head_count %u is not a multiple of head_count_kv %u", hp->n_head,
+                       hp->n_head_kv);
     if (hp->n_embd % hp->n_head != 0)
         return set_err(err, err_len, -PL_ERR_FORMAT,
-                       "model: embedding_length %u is not a multiple of head_count %u",
-                       hp->n_embd, hp->n_head);
+                       "model: embedding_length %u is not a multiple of head_count %u", hp->n_embd,
+                       hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
     /* Explicit per-head sizes different from n_embd / n_head are another architecture. */
-    if ((r = read_u32(g, "attention.key_length", false, hp->head_dim, &key_len, err,
-                      err_len)) < 0 ||
-        (r = read_u32(g, "attention.value_length", false, hp->head_dim, &val_len, err,
-                      err_len)) < 0)
+    if ((r = read_u32(g, "attention.key_length", false, hp->head_dim, &key_len, err, err_len)) <
+            0 ||
+        (r = read_u32(g, "attention.value_length", false, hp->head_dim, &val_len, err, err_len)) <
+            0)
         return r;
     if (key_len != hp->head_dim || val_len != hp->head_dim)
         return set_err(err, err_len, -PL_ERR_UNSUPPORTED,
@@ -201,8 +200,8 @@ static int read_hparams(const struct pl_gguf *g, struct pl_model_hparams *hp, ch
                        "embedding_length / head_count = %u",
                        key_len, val_len, hp->head_dim);
 
-    if ((r = read_u32(g, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, err,
-                      err_len)) < 0)
+    if ((r = read_u32(g, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, err, err_len)) <
+        0)
         return r;
     if (hp->n_rot == 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
         return set_err(err, err_len, -PL_ERR_FORMAT,
@@ -216,8 +215,8 @@ static int read_hparams(const struct pl_gguf *g, struct pl_model_hparams *hp, ch
                        (double)hp->rope_freq_base);
     if ((r = read_rope_scaling(g, hp, err, err_len)) < 0)
         return r;
-    if ((r = read_f32(g, "attention.layer_norm_rms_epsilon", true, 0.0f, &hp->rms_eps, NULL,
-                      err, err_len)) < 0)
+    if ((r = read_f32(g, "attention.layer_norm_rms_epsilon", true, 0.0f, &hp->rms_eps, NULL, err,
+                      err_len)) < 0)
         return r;
     if (hp->rms_eps < 0.0f || hp->rms_eps >= 1.0f)
         return set_err(err, err_len, -PL_ERR_FORMAT,
@@ -272,8 +271,7 @@ static int get_weight(struct pl_model *m, const char *name, bool required, uint3
                        "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected "
                        "[%u, %u]",
                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], n_cols,
-                       n_rows);
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], n_cols, n_rows);
     ti = pl_type_info(t->type);
     k = pl_quant_kernels(t->type);
     bool ok = ti && k;
@@ -343,27 +341,26 @@ static int load_layer(struct pl_model *m, uint32_t il, char *err, size_t err_len
     int r;
 
 #define NAME(suffix) ((void)snprintf(name, sizeof(name), "blk.%u." suffix, il), name)
-    if ((r = get_vec(m, NAME("attn_norm.weight"), true, hp->n_embd, &l->attn_norm, err,
-                     err_len)) < 0 ||
-        (r = get_weight(m, NAME("attn_q.weight"), true, hp->n_embd, q_dim, USE_MATMUL, &l->wq,
+    if ((r = get_vec(m, NAME("attn_norm.weight"), true, hp->n_embd, &l->attn_norm, err, err_len)) <
+            0 ||
+        (r = get_weight(m, NAME("attn_q.weight"), true, hp->n_embd, q_dim, USE_MATMUL, &l->wq, err,
+                        err_len)) < 0 ||
+        (r = get_weight(m, NAME("attn_k.weight"), true, hp->n_embd, kv_dim, USE_MATMUL, &l->wk, err,
+                        err_len)) < 0 ||
+        (r = get_weight(m, NAME("attn_v.weight"), true, hp->n_embd, kv_dim, USE_MATMUL, &l->wv, err,
+                        err_len)) < 0 ||
+        (r = get_weight(m, NAME("attn_output.weight"), true, q_dim, hp->n_embd, USE_MATMUL, &l->wo,
                         err, err_len)) < 0 ||
-        (r = get_weight(m, NAME("attn_k.weight"), true, hp->n_embd, kv_dim, USE_MATMUL, &l->wk,
-                        err, err_len)) < 0 ||
-        (r = get_weight(m, NAME("attn_v.weight"), true, hp->n_embd, kv_dim, USE_MATMUL, &l->wv,
-                        err, err_len)) < 0 ||
-        (r = get_weight(m, NAME("attn_output.weight"), true, q_dim, hp->n_embd, USE_MATMUL,
-                        &l->wo, err, err_len)) < 0 ||
         (r = get_vec(m, NAME("attn_q.bias"), false, q_dim, &l->bq, err, err_len)) < 0 ||
         (r = get_vec(m, NAME("attn_k.bias"), false, kv_dim, &l->bk, err, err_len)) < 0 ||
         (r = get_vec(m, NAME("attn_v.bias"), false, kv_dim, &l->bv, err, err_len)) < 0 ||
-        (r = get_vec(m, NAME("attn_output.bias"), false, hp->n_embd, &l->bo, err, err_len)) <
+        (r = get_vec(m, NAME("attn_output.bias"), false, hp->n_embd, &l->bo, err, err_len)) < 0 ||
+        (r = get_vec(m, NAME("ffn_norm.weight"), true, hp->n_embd, &l->ffn_norm, err, err_len)) <
             0 ||
-        (r = get_vec(m, NAME("ffn_norm.weight"), true, hp->n_embd, &l->ffn_norm, err,
-                     err_len)) < 0 ||
         (r = get_weight(m, NAME("ffn_gate.weight"), true, hp->n_embd, hp->n_ff, USE_MATMUL,
                         &l->w_gate, err, err_len)) < 0 ||
-        (r = get_weight(m, NAME("ffn_up.weight"), true, hp->n_embd, hp->n_ff, USE_MATMUL,
-                        &l->w_up, err, err_len)) < 0 ||
+        (r = get_weight(m, NAME("ffn_up.weight"), true, hp->n_embd, hp->n_ff, USE_MATMUL, &l->w_up,
+                        err, err_len)) < 0 ||
         (r = get_weight(m, NAME("ffn_down.weight"), true, hp->n_ff, hp->n_embd, USE_MATMUL,
                         &l->w_down, err, err_len)) < 0)
         return r;
@@ -381,8 +378,8 @@ static int load_tensors(struct pl_model *m, char *err, size_t err_len) {
     if (!m->layers)
         return set_err(err, err_len, -ENOMEM, "model: out of memory");
 
-    if ((r = get_weight(m, "output.weight", false, hp->n_embd, hp->n_vocab, USE_MATMUL,
-                        &m->output, err, err_len)) < 0)
+    if ((r = get_weight(m, "output.weight", false, hp->n_embd, hp->n_vocab, USE_MATMUL, &m->output,
+                        err, err_len)) < 0)
         return r;
     m->hp.tied_output = m->output.data == NULL;
     /* Tied: the embedding matrix is also the output projection, so it must multiply too. */
@@ -392,11 +389,10 @@ static int load_tensors(struct pl_model *m, char *err, size_t err_len) {
         return r;
     if (m->hp.tied_output)
         m->output = m->tok_embd;
-    if ((r = get_vec(m, "output_norm.weight", true, hp->n_embd, &m->output_norm, err,
-                     err_len)) < 0)
+    if ((r = get_vec(m, "output_norm.weight", true, hp->n_embd, &m->output_norm, err, err_len)) < 0)
         return r;
-    if ((r = get_vec(m, "rope_freqs.weight", false, hp->n_rot / 2, &m->rope_freqs, err,
-                     err_len)) < 0)
+    if ((r = get_vec(m, "rope_freqs.weight", false, hp->n_rot / 2, &m->rope_freqs, err, err_len)) <
+        0)
         return r;
     for (uint32_t i = 0; i < m->rope_freqs.n; i++)
         if (m->rope_freqs.data[i] <= 0.0f)
@@ -466,7 +462,7 @@ static int load_from_gguf(struct pl_gguf *g, const struct pl_model_opts *opts,
      * a process must do before it locks down its system calls (picolmd loads first). */
     (void)pl_mm_isa();
     m->n_threads = opts && opts->n_threads ? opts->n_threads : default_threads();
-    m->pin = !opts                ? PL_THREADPOOL_PIN_NONE
+    m->pin = !opts               ? PL_THREADPOOL_PIN_NONE
              : opts->pin_threads ? PL_THREADPOOL_PIN_ALL
              : opts->pin_workers ? PL_THREADPOOL_PIN_WORKERS
                                  : PL_THREADPOOL_PIN_NONE;

@@ -243,8 +243,8 @@ int pl_model_place_weights(struct pl_model *m, enum pl_weights_mode mode,
             (void)munmap(dst, bytes);
             dst = NULL;
             size_t l = strlen(info->reason);
-            (void)snprintf(info->reason + l, sizeof(info->reason) - l,
-                           "; relocation failed (%s)", strerror(-r));
+            (void)snprintf(info->reason + l, sizeof(info->reason) - l, "; relocation failed (%s)",
+                           strerror(-r));
         } else {
             /* Read-only from now on, as the file mapping was: no path may write them. */
             (void)mprotect(dst, bytes, PROT_READ);
@@ -254,8 +254,7 @@ int pl_model_place_weights(struct pl_model *m, enum pl_weights_mode mode,
             if (m->n_packed) {
                 size_t l = strlen(info->reason);
                 (void)snprintf(info->reason + l, sizeof(info->reason) - l,
-                               "; %u matrices repacked for this CPU's tiled kernels",
-                               m->n_packed);
+                               "; %u matrices repacked for this CPU's tiled kernels", m->n_packed);
             }
             info->base = dst;
             info->bytes = bytes;

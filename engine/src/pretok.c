@@ -211,10 +211,10 @@ static int regex_stage(match_fn m, const uint32_t *c, size_t s, size_t e,
 }
 
 /* A run of code points satisfying pred from pos. */
-#define RUN(pred, c, q, end)                                                                      \
-    do {                                                                                          \
-        while ((q) < (end) && pred((c)[q]))                                                       \
-            (q)++;                                                                                \
+#define RUN(pred, c, q, end)                                                                       \
+    do {                                                                                           \
+        while ((q) < (end) && pred((c)[q]))                                                        \
+            (q)++;                                                                                 \
     } while (0)
 
 /* [\p{P}\$\+<=>\^~\|]+ ("default") and [\p{P}\$\+<=>\^~\|`]+ ("falcon") */
@@ -575,20 +575,30 @@ struct chain {
 };
 
 static const struct chain chains[_PL_PRETOK_MAX] = {
-    [PL_PRETOK_DEFAULT] = {4, {{ST_REGEX, m_default_punct}, {ST_GPT2, NULL},
-                               {ST_REGEX, m_numbers}, {ST_REGEX, m_three_digits}}},
+    [PL_PRETOK_DEFAULT] = {4,
+                           {{ST_REGEX, m_default_punct},
+                            {ST_GPT2, NULL},
+                            {ST_REGEX, m_numbers},
+                            {ST_REGEX, m_three_digits}}},
     [PL_PRETOK_GPT2] = {1, {{ST_GPT2, NULL}}},
     [PL_PRETOK_LLAMA3] = {1, {{ST_LLAMA3, NULL}}},
     [PL_PRETOK_QWEN2] = {1, {{ST_REGEX, m_qwen2}}},
-    [PL_PRETOK_DEEPSEEK_LLM] = {6, {{ST_REGEX, m_crlf}, {ST_REGEX, m_ds_letters},
-                                    {ST_REGEX, m_ds_punct}, {ST_TRAILING_WS, NULL},
-                                    {ST_REGEX, m_ds_cjk}, {ST_REGEX, m_numbers}}},
-    [PL_PRETOK_DEEPSEEK_CODER] = {5, {{ST_REGEX, m_crlf}, {ST_REGEX, m_ws_letters},
-                                      {ST_REGEX, m_ws_punct}, {ST_REGEX, m_ds_cjk},
-                                      {ST_REGEX, m_number}}},
+    [PL_PRETOK_DEEPSEEK_LLM] = {6,
+                                {{ST_REGEX, m_crlf},
+                                 {ST_REGEX, m_ds_letters},
+                                 {ST_REGEX, m_ds_punct},
+                                 {ST_TRAILING_WS, NULL},
+                                 {ST_REGEX, m_ds_cjk},
+                                 {ST_REGEX, m_numbers}}},
+    [PL_PRETOK_DEEPSEEK_CODER] = {5,
+                                  {{ST_REGEX, m_crlf},
+                                   {ST_REGEX, m_ws_letters},
+                                   {ST_REGEX, m_ws_punct},
+                                   {ST_REGEX, m_ds_cjk},
+                                   {ST_REGEX, m_number}}},
     [PL_PRETOK_STARCODER] = {2, {{ST_REGEX, m_number}, {ST_GPT2, NULL}}},
-    [PL_PRETOK_FALCON] = {3, {{ST_REGEX, m_falcon_punct}, {ST_GPT2, NULL},
-                              {ST_REGEX, m_three_digits}}},
+    [PL_PRETOK_FALCON] =
+        {3, {{ST_REGEX, m_falcon_punct}, {ST_GPT2, NULL}, {ST_REGEX, m_three_digits}}},
 };
 
 int pl_pretok_split(enum pl_pretok type, const uint32_t *cps, size_t n,

@@ -10,14 +10,14 @@
 #include <stdint.h>
 
 enum pl_pretok {
-    PL_PRETOK_DEFAULT = 0,   /* "default" or no key: llama.cpp's fallback chain */
-    PL_PRETOK_GPT2,          /* gpt-2, mpt, gpt-neox, phi-2, olmo, ... */
-    PL_PRETOK_LLAMA3,        /* llama-bpe, llama3, dbrx, smaug-bpe */
-    PL_PRETOK_QWEN2,         /* qwen2, stablelm2, deepseek-r1-qwen, megrez */
-    PL_PRETOK_DEEPSEEK_LLM,  /* deepseek-llm */
-    PL_PRETOK_DEEPSEEK_CODER,/* deepseek-coder */
-    PL_PRETOK_STARCODER,     /* starcoder, refact, command-r, smollm, codeshell, ... */
-    PL_PRETOK_FALCON,        /* falcon */
+    PL_PRETOK_DEFAULT = 0,    /* "default" or no key: llama.cpp's fallback chain */
+    PL_PRETOK_GPT2,           /* gpt-2, mpt, gpt-neox, phi-2, olmo, ... */
+    PL_PRETOK_LLAMA3,         /* llama-bpe, llama3, dbrx, smaug-bpe */
+    PL_PRETOK_QWEN2,          /* qwen2, stablelm2, deepseek-r1-qwen, megrez */
+    PL_PRETOK_DEEPSEEK_LLM,   /* deepseek-llm */
+    PL_PRETOK_DEEPSEEK_CODER, /* deepseek-coder */
+    PL_PRETOK_STARCODER,      /* starcoder, refact, command-r, smollm, codeshell, ... */
+    PL_PRETOK_FALCON,         /* falcon */
     _PL_PRETOK_MAX
 };
 

@@ -18,7 +18,7 @@
 #define PL_QK5_1 32
 #define PL_QK8_0 32
 #define PL_QK8_1 32
-#define PL_QK_K 256       /* super-block of the K-quants */
+#define PL_QK_K 256        /* super-block of the K-quants */
 #define PL_K_SCALE_SIZE 12 /* packed 6-bit scales/mins of Q4_K and Q5_K */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "GGUF blocks are little-endian");
@@ -149,8 +149,7 @@ _Static_assert(sizeof(struct pl_block_q8_K) == 4 + PL_QK_K + PL_QK_K / 16 * 2, "
 /* The 6-bit scale and min of sub-block j (< 8) of a Q4_K/Q5_K block: sub-blocks 0..3 keep
  * them in the low 6 bits of bytes j and j+4; sub-blocks 4..7 keep the low 4 bits in the
  * nibbles of byte j+4 and the top 2 bits in bits 6..7 of bytes j-4 (scale) and j (min). */
-static inline void pl_q4k_scale_min(int j, const uint8_t *q, uint8_t *ret_scale,
-                                    uint8_t *ret_min) {
+static inline void pl_q4k_scale_min(int j, const uint8_t *q, uint8_t *ret_scale, uint8_t *ret_min) {
     if (j < 4) {
         *ret_scale = q[j] & 63;
         *ret_min = q[j + 4] & 63;
@@ -162,8 +161,7 @@ static inline void pl_q4k_scale_min(int j, const uint8_t *q, uint8_t *ret_scale,
 
 /* All 8 of them at once from the 12 packed bytes q: byte j of *ret_scales is the scale of
  * sub-block j, byte j of *ret_mins its min (as pl_q4k_scale_min), for the SIMD kernels. */
-static inline void pl_q4k_scales_mins8(const uint8_t *q, uint64_t *ret_scales,
-                                       uint64_t *ret_mins) {
+static inline void pl_q4k_scales_mins8(const uint8_t *q, uint64_t *ret_scales, uint64_t *ret_mins) {
     uint32_t w0, w1, w2;
     memcpy(&w0, q, 4);
     memcpy(&w1, q + 4, 4);
@@ -218,7 +216,7 @@ static inline uint16_t pl_f32_to_fp16_inline(float f) {
         return (uint16_t)(sign | 0x7E00 | ((ax >> 13) & 0x3FF));
     if (ax >= 0x477FF000u) /* >= 65520 (halfway past 65504) or Inf */
         return (uint16_t)(sign | 0x7C00);
-    if (ax >= 0x38800000u) { /* >= 2^-14: normal half */
+    if (ax >= 0x38800000u) {           /* >= 2^-14: normal half */
         uint32_t r = ax - 0x38000000u; /* exponent rebias 127 -> 15 */
         h = r >> 13;
         rem = r & 0x1FFF;

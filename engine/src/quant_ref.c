@@ -534,8 +534,8 @@ static void q3_K_to_f32(const void *restrict src, float *restrict dst, int64_t n
     }
 }
 
-static void q45_K_to_f32(uint16_t d16, uint16_t dmin16, const uint8_t *scales,
-                         const int8_t *q, float *restrict dst) {
+static void q45_K_to_f32(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const int8_t *q,
+                         float *restrict dst) {
     float d = fp16_f32(d16), dmin = fp16_f32(dmin16);
     for (int j = 0; j < PL_QK_K / 32; j++) {
         uint8_t sc, m;
@@ -702,8 +702,8 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
  * densities (nmax + rmin + rdelta*k levels over the range), each followed by a weighted
  * least-squares refit of scale and min. Returns scale, sets *ret_neg_min = -min >= 0. */
 static float fit_scale_min(int n, int nmax, const float *x, const float *wt, uint8_t *L,
-                           float *ret_neg_min, uint8_t *Laux, float rmin, float rdelta,
-                           int nstep, int use_mad) {
+                           float *ret_neg_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                           int use_mad) {
     float min = x[0], max = x[0];
     float sum_w = wt[0], sum_x = wt[0] * x[0];
     for (int i = 1; i < n; i++) {
@@ -865,8 +865,8 @@ static void q2_K_from_f32(const float *restrict src, void *restrict dst, int64_t
         for (int j = 0; j < PL_QK_K / 16; j++) {
             for (int l = 0; l < 16; l++)
                 wt[l] = fabsf(src[16 * j + l]);
-            scales[j] = fit_scale_min(16, 3, src + 16 * j, wt, L + 16 * j, &mins[j], Laux,
-                                      -0.5f, 0.1f, 15, 1);
+            scales[j] = fit_scale_min(16, 3, src + 16 * j, wt, L + 16 * j, &mins[j], Laux, -0.5f,
+                                      0.1f, 15, 1);
             if (scales[j] > max_scale)
                 max_scale = scales[j];
             if (mins[j] > max_min)
@@ -972,8 +972,8 @@ static void q45_K_quantize(const float *x, int nmax, float rmin, int nstep, uint
         float av_x = sqrtf(sum_x2 / 32.f);
         for (int l = 0; l < 32; l++)
             wt[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = fit_scale_min(32, nmax, x + 32 * j, wt, L + 32 * j, &mins[j], Laux, rmin,
-                                  0.1f, nstep, 0);
+        scales[j] = fit_scale_min(32, nmax, x + 32 * j, wt, L + 32 * j, &mins[j], Laux, rmin, 0.1f,
+                                  nstep, 0);
         if (scales[j] > max_scale)
             max_scale = scales[j];
         if (mins[j] > max_min)

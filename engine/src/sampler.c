@@ -30,19 +30,19 @@ struct cand {
 struct pl_sampler {
     struct pl_sampler_params p;
     uint32_t n_vocab;
-    uint64_t rng[4];     /* xoshiro256** state */
-    struct cand *cand;   /* [n_vocab] candidate scratch */
+    uint64_t rng[4];   /* xoshiro256** state */
+    struct cand *cand; /* [n_vocab] candidate scratch */
 
     /* Penalty history: the last `win` accepted tokens in a ring, how often each token
      * occurs in it, and the list of distinct tokens in it (so the penalties touch only
      * those, never the whole vocabulary). */
-    uint32_t win;        /* penalty_last_n */
-    uint32_t ring_head;  /* next slot to write */
-    uint32_t ring_len;   /* tokens in the ring, <= win */
-    int32_t *ring;       /* [win] */
-    uint32_t *count;     /* [n_vocab] occurrences in the ring */
-    uint32_t *dpos;      /* [n_vocab] index in distinct[] of a token whose count > 0 */
-    int32_t *distinct;   /* [win] tokens with count > 0 */
+    uint32_t win;       /* penalty_last_n */
+    uint32_t ring_head; /* next slot to write */
+    uint32_t ring_len;  /* tokens in the ring, <= win */
+    int32_t *ring;      /* [win] */
+    uint32_t *count;    /* [n_vocab] occurrences in the ring */
+    uint32_t *dpos;     /* [n_vocab] index in distinct[] of a token whose count > 0 */
+    int32_t *distinct;  /* [win] tokens with count > 0 */
     uint32_t n_distinct;
 };
 

@@ -21,15 +21,15 @@ struct node {
     uint32_t fail;    /* longest proper suffix that is also a node */
     uint32_t out;     /* longest stop string that is a suffix of this node's string, or NONE */
     uint16_t depth;
-    uint8_t byte;     /* label of the edge from the parent */
+    uint8_t byte; /* label of the edge from the parent */
 };
 
 struct pl_stop {
     uint32_t n_nodes;
-    struct node *nodes;          /* [n_nodes], 0 is the root */
-    uint32_t lens[PL_STOP_MAX];  /* bytes of each stop string */
+    struct node *nodes;         /* [n_nodes], 0 is the root */
+    uint32_t lens[PL_STOP_MAX]; /* bytes of each stop string */
     uint32_t state;
-    uint64_t fed;                /* bytes fed so far */
+    uint64_t fed; /* bytes fed so far */
     bool matched;
     struct pl_stop_result match;
 };
@@ -73,9 +73,12 @@ int pl_stop_new(const char *const *strs, const size_t *lens, size_t n, struct pl
             uint32_t k = find_child(s, cur, p[j]);
             if (k == NONE) {
                 k = s->n_nodes++;
-                s->nodes[k] = (struct node){.child = NONE, .sibling = s->nodes[cur].child,
-                                            .fail = 0, .out = NONE,
-                                            .depth = (uint16_t)(j + 1), .byte = p[j]};
+                s->nodes[k] = (struct node){.child = NONE,
+                                            .sibling = s->nodes[cur].child,
+                                            .fail = 0,
+                                            .out = NONE,
+                                            .depth = (uint16_t)(j + 1),
+                                            .byte = p[j]};
                 s->nodes[cur].child = k;
             }
             cur = k;
@@ -145,7 +148,8 @@ int pl_stop_feed(struct pl_stop *s, const void *bytes, size_t len, struct pl_sto
         if (o != NONE) {
             s->matched = true;
             s->state = st;
-            s->match = (struct pl_stop_result){.safe = s->fed - s->lens[o], .matched = true,
+            s->match = (struct pl_stop_result){.safe = s->fed - s->lens[o],
+                                               .matched = true,
                                                .which = o,
                                                .match_start = s->fed - s->lens[o],
                                                .match_end = s->fed};

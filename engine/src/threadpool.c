@@ -109,9 +109,9 @@ struct worker {
 
 struct pl_threadpool {
     uint32_t n_threads;
-    uint32_t n_started;         /* workers successfully created (for cleanup) */
-    pthread_t *threads;         /* [n_threads - 1] */
-    struct worker *workers;     /* [n_threads - 1] */
+    uint32_t n_started;     /* workers successfully created (for cleanup) */
+    pthread_t *threads;     /* [n_threads - 1] */
+    struct worker *workers; /* [n_threads - 1] */
 
     /* Written by the caller of run before it bumps dispatch, read by workers after they
      * observe the bump (acquire): no atomics needed for these two. */

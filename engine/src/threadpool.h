@@ -26,8 +26,7 @@ enum pl_threadpool_pin {
 /* Start n_threads - 1 workers (n_threads in [1, PL_THREADPOOL_MAX_THREADS]), pinned as pin
  * says to the CPUs of the calling thread's affinity mask (failures to pin are ignored:
  * pinning is a performance hint). Returns 0, -EINVAL, -ENOMEM, or -errno of pthread_create. */
-int pl_threadpool_new(uint32_t n_threads, enum pl_threadpool_pin pin,
-                      struct pl_threadpool **ret);
+int pl_threadpool_new(uint32_t n_threads, enum pl_threadpool_pin pin, struct pl_threadpool **ret);
 
 /* Stop and join the workers, free the pool; NULL is fine. Not while a run is in progress. */
 void pl_threadpool_free(struct pl_threadpool *p);

@@ -107,8 +107,7 @@ static bool text_is(const struct pl_tokenizer *t, int32_t id, const char *s) {
 
 /* ---- Loading ---- */
 
-static int load_tokens(struct pl_tokenizer *t, const struct pl_gguf *g, char *err,
-                       size_t err_len) {
+static int load_tokens(struct pl_tokenizer *t, const struct pl_gguf *g, char *err, size_t err_len) {
     struct pl_gguf_arr toks, scores = {0}, types = {0};
     bool have_scores = false, have_types = false;
     int r;
@@ -130,8 +129,7 @@ static int load_tokens(struct pl_tokenizer *t, const struct pl_gguf *g, char *er
     if (r == 0) {
         if ((scores.type != PL_GGUF_TYPE_FLOAT32 && scores.type != PL_GGUF_TYPE_INT32) ||
             scores.n < toks.n) {
-            set_err(err, err_len,
-                    "tokenizer.ggml.scores: expected >= %u float32 or int32 elements",
+            set_err(err, err_len, "tokenizer.ggml.scores: expected >= %u float32 or int32 elements",
                     t->n_vocab);
             return -PL_ERR_FORMAT;
         }
@@ -204,13 +202,27 @@ static int load_tokens(struct pl_tokenizer *t, const struct pl_gguf *g, char *er
             int32_t ty;
             memcpy(&ty, (const char *)types.data + 4 * (size_t)i, 4);
             switch (ty) {
-            case TT_NORMAL: tk->attr = PL_TOK_ATTR_NORMAL; break;
-            case TT_UNKNOWN: tk->attr = PL_TOK_ATTR_UNKNOWN; break;
-            case TT_CONTROL: tk->attr = PL_TOK_ATTR_CONTROL; break;
-            case TT_USER_DEFINED: tk->attr = PL_TOK_ATTR_USER_DEFINED; break;
-            case TT_UNUSED: tk->attr = PL_TOK_ATTR_UNUSED; break;
-            case TT_BYTE: tk->attr = PL_TOK_ATTR_BYTE; break;
-            default: tk->attr = PL_TOK_ATTR_UNDEFINED; break;
+            case TT_NORMAL:
+                tk->attr = PL_TOK_ATTR_NORMAL;
+                break;
+            case TT_UNKNOWN:
+                tk->attr = PL_TOK_ATTR_UNKNOWN;
+                break;
+            case TT_CONTROL:
+                tk->attr = PL_TOK_ATTR_CONTROL;
+                break;
+            case TT_USER_DEFINED:
+                tk->attr = PL_TOK_ATTR_USER_DEFINED;
+                break;
+            case TT_UNUSED:
+                tk->attr = PL_TOK_ATTR_UNUSED;
+                break;
+            case TT_BYTE:
+                tk->attr = PL_TOK_ATTR_BYTE;
+                break;
+            default:
+                tk->attr = PL_TOK_ATTR_UNDEFINED;
+                break;
             }
         }
     }
@@ -287,28 +299,52 @@ static void detect_by_text(struct pl_tokenizer *t, int32_t *slot, const char *co
     }
 }
 
-static const char *const eot_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "<end_of_utterance>",
-    NULL};
+static const char *const eot_texts[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "<\xef\xbd\x9c"
+                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        "<end_of_utterance>",
+                                        NULL};
 static const char *const eom_texts[] = {"<|eom_id|>", NULL};
-static const char *const fim_pre_texts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>", NULL};
-static const char *const fim_suf_texts[] = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-    "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>", NULL};
-static const char *const fim_mid_texts[] = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-    "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>", NULL};
-static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+static const char *const fim_pre_texts[] = {"<|fim_prefix|>",
+                                            "<fim-prefix>",
+                                            "<fim_prefix>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81"
+                                            "begin\xef\xbd\x9c>",
+                                            "<PRE>",
+                                            "\xe2\x96\x81<PRE>",
                                             NULL};
+static const char *const fim_suf_texts[] = {"<|fim_suffix|>",
+                                            "<fim-suffix>",
+                                            "<fim_suffix>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+                                            "<SUF>",
+                                            "\xe2\x96\x81<SUF>",
+                                            NULL};
+static const char *const fim_mid_texts[] = {"<|fim_middle|>",
+                                            "<fim-middle>",
+                                            "<fim_middle>",
+                                            "<\xef\xbd\x9c"
+                                            "fim\xe2\x96\x81"
+                                            "end\xef\xbd\x9c>",
+                                            "<MID>",
+                                            "\xe2\x96\x81<MID>",
+                                            NULL};
+static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL};
 static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                            "<REPO>", "<reponame>", NULL};
+                                            "<REPO>",       "<reponame>",    NULL};
 static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
 static const char *const eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", NULL};
+    "<|eot_id|>",      "<|im_end|>",         "<|end|>", "<end_of_turn>",
+    "<|endoftext|>",   "<|eom_id|>",         "<EOT>",   "_<EOT>",
+    "<|end_of_text|>", "<end_of_utterance>", NULL};
 
 /* Longest text first; equal lengths by id, so the order is deterministic. */
 static int special_cmp(const void *a, const void *b, void *ctx) {
@@ -396,15 +432,13 @@ static int load_special(struct pl_tokenizer *t, const struct pl_gguf *g, char *e
     /* Special tokens for the text partition, longest text first (ties: lower id). */
     size_t n = 0;
     for (uint32_t i = 0; i < t->n_vocab; i++)
-        if (t->tok[i].attr &
-            (PL_TOK_ATTR_CONTROL | PL_TOK_ATTR_USER_DEFINED | PL_TOK_ATTR_UNKNOWN))
+        if (t->tok[i].attr & (PL_TOK_ATTR_CONTROL | PL_TOK_ATTR_USER_DEFINED | PL_TOK_ATTR_UNKNOWN))
             n++;
     t->special = malloc((n ? n : 1) * sizeof(*t->special));
     if (!t->special)
         return -ENOMEM;
     for (uint32_t i = 0; i < t->n_vocab; i++)
-        if (t->tok[i].attr &
-            (PL_TOK_ATTR_CONTROL | PL_TOK_ATTR_USER_DEFINED | PL_TOK_ATTR_UNKNOWN))
+        if (t->tok[i].attr & (PL_TOK_ATTR_CONTROL | PL_TOK_ATTR_USER_DEFINED | PL_TOK_ATTR_UNKNOWN))
             t->special[t->n_special++] = (int32_t)i;
     qsort_r(t->special, t->n_special, sizeof(*t->special), special_cmp, t);
 
@@ -500,8 +534,8 @@ int pl_tokenizer_new(const struct pl_gguf *g, struct pl_tokenizer **ret, char *e
         r = -PL_ERR_UNSUPPORTED;
         goto fail;
     }
-    if ((r = read_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err,
-                       err_len)) < 0)
+    if ((r = read_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, err_len)) <
+        0)
         goto fail;
     if ((r = load_tokens(t, g, err, err_len)) < 0)
         goto fail;
@@ -600,8 +634,8 @@ static bool c_isspace(char c) {
 /* Split the raw fragments around every occurrence of each special token in turn (longest
  * first), as llama.cpp's tokenizer_st_partition. Without parse_special only user-defined
  * tokens are split out; control and unknown tokens stay text. */
-static int partition(const struct pl_tokenizer *t, const char *text, size_t len,
-                     bool parse_special, struct frag_vec *cur, struct frag_vec *tmp) {
+static int partition(const struct pl_tokenizer *t, const char *text, size_t len, bool parse_special,
+                     struct frag_vec *cur, struct frag_vec *tmp) {
     int r;
     cur->n = 0;
     if (len == 0)
@@ -656,8 +690,8 @@ static int partition(const struct pl_tokenizer *t, const char *text, size_t len,
     return 0;
 }
 
-static int encode_all(const struct pl_tokenizer *t, const char *text, size_t len,
-                      bool add_special, bool parse_special, struct pl_tok_vec *out) {
+static int encode_all(const struct pl_tokenizer *t, const char *text, size_t len, bool add_special,
+                      bool parse_special, struct pl_tok_vec *out) {
     struct frag_vec cur = {0}, tmp = {0};
     int r;
 
@@ -766,8 +800,8 @@ int pl_tokenizer_piece(const struct pl_tokenizer *t, int32_t id, char *buf, size
         if (t->kind == PL_TOKENIZER_SPM) {
             /* U+2581 (E2 96 81) stands for a space. */
             for (size_t i = 0; i < tk->len; n++) {
-                bool sp = i + 3 <= tk->len && (uint8_t)s[i] == 0xe2 &&
-                          (uint8_t)s[i + 1] == 0x96 && (uint8_t)s[i + 2] == 0x81;
+                bool sp = i + 3 <= tk->len && (uint8_t)s[i] == 0xe2 && (uint8_t)s[i + 1] == 0x96 &&
+                          (uint8_t)s[i + 2] == 0x81;
                 if (n >= cap)
                     return -ENOSPC;
                 buf[n] = sp ? ' ' : s[i];

@@ -20,8 +20,8 @@ enum pl_tok_attr {
     PL_TOK_ATTR_CONTROL = 1 << 3,
     PL_TOK_ATTR_USER_DEFINED = 1 << 4,
     PL_TOK_ATTR_BYTE = 1 << 5,
-    PL_TOK_ATTR_LSTRIP = 1 << 7,    /* eat white space left of the token's text */
-    PL_TOK_ATTR_RSTRIP = 1 << 8,    /* eat white space right of it */
+    PL_TOK_ATTR_LSTRIP = 1 << 7, /* eat white space left of the token's text */
+    PL_TOK_ATTR_RSTRIP = 1 << 8, /* eat white space right of it */
 };
 
 struct pl_tok_token {
@@ -39,9 +39,9 @@ struct pl_tok_merge {
 struct pl_tokenizer {
     enum pl_tokenizer_kind kind;
     uint32_t n_vocab;
-    char *pool;                /* every token's text, each NUL-terminated */
-    struct pl_tok_token *tok;  /* [n_vocab] */
-    uint32_t *map;             /* open addressing text -> id + 1 (0 = empty) */
+    char *pool;               /* every token's text, each NUL-terminated */
+    struct pl_tok_token *tok; /* [n_vocab] */
+    uint32_t *map;            /* open addressing text -> id + 1 (0 = empty) */
     size_t map_mask;
 
     int32_t bos, eos, unk, eot, eom, pad, sep;
@@ -50,7 +50,7 @@ struct pl_tokenizer {
     bool add_space_prefix; /* SPM: prepend a space to text after BOS/special tokens */
     uint8_t *eog;          /* [n_vocab]: 1 for end-of-generation tokens */
 
-    int32_t *special;      /* control/user-defined/unknown ids, longest text first */
+    int32_t *special; /* control/user-defined/unknown ids, longest text first */
     size_t n_special;
 
     /* SPM */
@@ -62,9 +62,9 @@ struct pl_tokenizer {
     char *merge_pool;
     struct pl_tok_merge *merges; /* [n_merges], rank = index */
     uint32_t n_merges;
-    uint32_t *merge_map;         /* open addressing (a, b) -> rank + 1 */
+    uint32_t *merge_map; /* open addressing (a, b) -> rank + 1 */
     size_t merge_mask;
-    uint8_t byte_enc[256][2];    /* UTF-8 of the code point that stands for each byte */
+    uint8_t byte_enc[256][2]; /* UTF-8 of the code point that stands for each byte */
     uint8_t byte_enc_len[256];
 };
 

@@ -12,14 +12,14 @@
 /* Category flags (one of the first eight per code point) plus helper bits. Keep in sync
  * with tools/gen_unicode_tables.py. */
 enum pl_ucat {
-    PL_UCAT_UNDEFINED = 0x001, /* unassigned (Cn) */
-    PL_UCAT_NUMBER = 0x002,    /* \p{N} */
-    PL_UCAT_LETTER = 0x004,    /* \p{L} */
-    PL_UCAT_SEPARATOR = 0x008, /* \p{Z} */
-    PL_UCAT_MARK = 0x010,      /* \p{M} */
-    PL_UCAT_PUNCT = 0x020,     /* \p{P} */
-    PL_UCAT_SYMBOL = 0x040,    /* \p{S} */
-    PL_UCAT_CONTROL = 0x080,   /* \p{C} other than Cn */
+    PL_UCAT_UNDEFINED = 0x001,  /* unassigned (Cn) */
+    PL_UCAT_NUMBER = 0x002,     /* \p{N} */
+    PL_UCAT_LETTER = 0x004,     /* \p{L} */
+    PL_UCAT_SEPARATOR = 0x008,  /* \p{Z} */
+    PL_UCAT_MARK = 0x010,       /* \p{M} */
+    PL_UCAT_PUNCT = 0x020,      /* \p{P} */
+    PL_UCAT_SYMBOL = 0x040,     /* \p{S} */
+    PL_UCAT_CONTROL = 0x080,    /* \p{C} other than Cn */
     PL_UCAT_WHITESPACE = 0x100, /* the White_Space property: regex \s */
 };
 

@@ -211,7 +211,7 @@ int pl_ipc_doorbell_wait(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int 
     return wait_ready(r, need, wait_fd, peer_fd, spin_ns, timeout_ms);
 }
 
-int pl_ipc_doorbell_wait_futex(struct pl_ipc_ring *r, uint32_t need, int peer_fd,
-                               uint64_t spin_ns, int timeout_ms) {
+int pl_ipc_doorbell_wait_futex(struct pl_ipc_ring *r, uint32_t need, int peer_fd, uint64_t spin_ns,
+                               int timeout_ms) {
     return wait_ready(r, need, -1, peer_fd, spin_ns, timeout_ms);
 }

@@ -43,10 +43,8 @@ static void rx_close_fds(struct rx *m) {
 static int rx_one(int sock, struct rx *m) {
     union cmsg_buf cb;
     struct iovec iov = {.iov_base = m->data, .iov_len = sizeof(m->data)};
-    struct msghdr mh = {.msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = cb.buf,
-                        .msg_controllen = sizeof(cb.buf)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.buf, .msg_controllen = sizeof(cb.buf)};
     ssize_t n;
     do {
         n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -103,8 +101,7 @@ static int tx(int sock, const void *buf, size_t len, const int *fds, int n_fds) 
         n = sendmsg(sock, &mh, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
-        return (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) ? -PL_ERR_GONE
-                                                                             : -errno;
+        return (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) ? -PL_ERR_GONE : -errno;
     return (size_t)n == len ? 0 : -EIO; /* SEQPACKET sends whole records or fails */
 }
 
@@ -141,8 +138,8 @@ int pl_ipc_handshake_recv_hello(int sock, struct pl_ipc_hello *ret_hello,
      * newer minor may append fields and use reserved ones. No flags are defined in any minor
      * of this major, so unknown flag bits are refused. */
     bool newer = h.abi_minor > PL_IPC_ABI_MINOR;
-    if (h.flags != 0 || (!newer && (m.len != sizeof(h) ||
-                                    !all_zero(h.reserved, PL_ARRAY_SIZE(h.reserved)))))
+    if (h.flags != 0 ||
+        (!newer && (m.len != sizeof(h) || !all_zero(h.reserved, PL_ARRAY_SIZE(h.reserved)))))
         return -PL_ERR_PROTOCOL;
 
     struct pl_ipc_peer p;

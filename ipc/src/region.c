@@ -193,8 +193,7 @@ int pl_ipc_region_attach(struct pl_ipc_region *ret, int fd, int timeout_ms) {
     for (size_t i = 0; i < PL_ARRAY_SIZE(h.reserved); i++)
         reserved_zero &= h.reserved[i] == 0;
     if (h.header_bytes < sizeof(h) || h.header_bytes > total || h.region_bytes != total ||
-        (strict && !reserved_zero) ||
-        check_desc(&h.sq, h.header_bytes, total, strict) < 0 ||
+        (strict && !reserved_zero) || check_desc(&h.sq, h.header_bytes, total, strict) < 0 ||
         check_desc(&h.cq, h.header_bytes, total, strict) < 0 ||
         !disjoint(h.sq.ctrl_offset, h.sq.ctrl_bytes, h.cq.ctrl_offset, h.cq.ctrl_bytes) ||
         !disjoint(h.sq.ctrl_offset, h.sq.ctrl_bytes, h.cq.data_offset, h.cq.data_bytes) ||
@@ -225,10 +224,10 @@ int pl_ipc_region_rings(const struct pl_ipc_region *reg, enum pl_ipc_region_side
         return -EINVAL;
     bool broker = side == PL_IPC_REGION_BROKER;
     struct pl_ipc_ring sq, cq;
-    int r = pl_ipc_ring_init(&sq, (struct pl_ipc_ring_ctrl *)(void *)(reg->base + reg->sq.ctrl_offset),
-                             reg->base + reg->sq.data_offset, (uint32_t)reg->sq.data_bytes,
-                             reg->sq.max_record_bytes,
-                             broker ? PL_IPC_RING_CONSUMER : PL_IPC_RING_PRODUCER);
+    int r = pl_ipc_ring_init(
+        &sq, (struct pl_ipc_ring_ctrl *)(void *)(reg->base + reg->sq.ctrl_offset),
+        reg->base + reg->sq.data_offset, (uint32_t)reg->sq.data_bytes, reg->sq.max_record_bytes,
+        broker ? PL_IPC_RING_CONSUMER : PL_IPC_RING_PRODUCER);
     if (r < 0)
         return r;
     r = pl_ipc_ring_init(&cq, (struct pl_ipc_ring_ctrl *)(void *)(reg->base + reg->cq.ctrl_offset),

@@ -154,7 +154,8 @@ int pl_ipc_ring_push(struct pl_ipc_ring *r, uint32_t type, const void *payload, 
 /* ---- Consumer side ---- */
 
 /* Load the producer's index (untrusted) and validate it: 8-byte aligned, never behind what we
- * already saw, and at most size bytes ahead of our own read index. Returns 0 or -PL_ERR_PROTOCOL. */
+ * already saw, and at most size bytes ahead of our own read index. Returns 0 or -PL_ERR_PROTOCOL.
+ */
 static int refresh_prod(struct pl_ipc_ring *r) {
     /* Acquire pairs with the producer's release store of prod in pl_ipc_ring_publish(): the
      * record bytes written before that store are visible once we see the new index. */

@@ -22,8 +22,8 @@
 /* IORING_OP_FUTEX_WAIT (Linux 6.7) and the futex2 flags it takes, by their uapi values: the
  * liburing headers we build against may predate them. Opcode numbers are kernel ABI. */
 #define OP_FUTEX_WAIT 51
-#define FUTEX2_SIZE_U32_FLAG 0x02u           /* a 32-bit futex word; shared (not PRIVATE) */
-#define FUTEX_MATCH_ANY 0xffffffffull        /* FUTEX_BITSET_MATCH_ANY */
+#define FUTEX2_SIZE_U32_FLAG 0x02u    /* a 32-bit futex word; shared (not PRIVATE) */
+#define FUTEX_MATCH_ANY 0xffffffffull /* FUTEX_BITSET_MATCH_ANY */
 
 struct pl_ipc_uring {
     struct io_uring ring;

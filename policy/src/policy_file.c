@@ -135,8 +135,7 @@ __attribute__((format(printf, 4, 5))) static int fail(struct parser *ps, unsigne
         va_end(ap);
         ps->err->line = line;
         if (line > 0)
-            (void)snprintf(ps->err->msg, sizeof(ps->err->msg), "%s:%u: %s", ps->source, line,
-                           what);
+            (void)snprintf(ps->err->msg, sizeof(ps->err->msg), "%s:%u: %s", ps->source, line, what);
         else
             (void)snprintf(ps->err->msg, sizeof(ps->err->msg), "%s: %s", ps->source, what);
     }
@@ -163,8 +162,8 @@ static bool tok_eq(const char *s, size_t len, const char *word) {
 }
 
 static bool name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-' || c == '@';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-' || c == '@';
 }
 
 /* Printable, length-capped rendering of untrusted text for messages. */
@@ -269,8 +268,7 @@ static int resolve_group(struct parser *ps, const char *name, uint32_t *ret_gid)
 }
 
 /* An id written as a number or a name: "1000" or "alice". is_group picks the database. */
-static int parse_id(struct parser *ps, const char *s, size_t len, bool is_group,
-                    uint32_t *ret_id) {
+static int parse_id(struct parser *ps, const char *s, size_t len, bool is_group, uint32_t *ret_id) {
     char buf[96];
     const char *what = is_group ? "group" : "user";
     if (len == 0)
@@ -311,14 +309,14 @@ static int parse_count(struct parser *ps, const char *key, const char *v, size_t
         return 0;
     }
     if (!parse_u32(v, vl, min, PL_POLICY_MAX_COUNT, ret))
-        return fail(ps, ps->line, -EINVAL, "%s: bad value '%s' (expected %u..%u or unlimited)",
-                    key, shown(v, vl, buf, sizeof(buf)), min, PL_POLICY_MAX_COUNT);
+        return fail(ps, ps->line, -EINVAL, "%s: bad value '%s' (expected %u..%u or unlimited)", key,
+                    shown(v, vl, buf, sizeof(buf)), min, PL_POLICY_MAX_COUNT);
     return 0;
 }
 
 /* Set limit key k of l from value v. */
-static int set_limit(struct parser *ps, struct pl_policy_limits *l, enum limit_key k,
-                     const char *v, size_t vl) {
+static int set_limit(struct parser *ps, struct pl_policy_limits *l, enum limit_key k, const char *v,
+                     size_t vl) {
     char buf[48];
     const char *key = key_names[k];
     switch (k) {
@@ -366,8 +364,7 @@ static int parse_match(struct parser *ps, struct pl_policy_rule *rule, const cha
     char buf[64];
     if (tok_eq(v, vl, "default")) {
         if (ps->seen_default_rule)
-            return fail(ps, ps->line, -EINVAL,
-                        "a second default rule (the first is at line %u)",
+            return fail(ps, ps->line, -EINVAL, "a second default rule (the first is at line %u)",
                         ps->default_rule_line);
         rule->match[0] = (struct pl_policy_match_item){.kind = PL_POLICY_MATCH_DEFAULT};
         rule->n_match = 1;
@@ -590,7 +587,8 @@ static int parse_kv(struct parser *ps, const char *s, size_t len) {
                     shown(k, kl, buf, sizeof(buf)));
     case SEC_GLOBAL:
         if (!tok_eq(k, kl, "admin_group"))
-            return fail(ps, ps->line, -EINVAL, "unknown key '%s' in [global] (expected admin_group)",
+            return fail(ps, ps->line, -EINVAL,
+                        "unknown key '%s' in [global] (expected admin_group)",
                         shown(k, kl, buf, sizeof(buf)));
         if (ps->seen_admin_group)
             return fail(ps, ps->line, -EINVAL, "admin_group set twice");
@@ -689,8 +687,7 @@ int pl_policy_new_from_text(const char *text, size_t len, const char *source,
         if (ll > 0 && text[pos + ll - 1] == '\r')
             ll--;
         if (ll > PL_POLICY_MAX_LINE_BYTES) {
-            r = fail(&ps, ps.line, -EINVAL, "line longer than %u bytes",
-                     PL_POLICY_MAX_LINE_BYTES);
+            r = fail(&ps, ps.line, -EINVAL, "line longer than %u bytes", PL_POLICY_MAX_LINE_BYTES);
             goto out;
         }
         if (memchr(text + pos, '\0', ll)) {
@@ -717,8 +714,7 @@ out:
     return r;
 }
 
-int pl_policy_new_from_file(const char *path, struct pl_policy **ret,
-                            struct pl_policy_error *err) {
+int pl_policy_new_from_file(const char *path, struct pl_policy **ret, struct pl_policy_error *err) {
     if (!path || !ret)
         return -EINVAL;
     int r;

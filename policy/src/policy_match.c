@@ -40,8 +40,8 @@ static bool rule_matches(const struct pl_policy_rule *rule, uint32_t uid, uint32
     return false;
 }
 
-int pl_policy_match(const struct pl_policy *p, uint32_t uid, uint32_t gid,
-                    const uint32_t *groups, size_t n_groups, struct pl_policy_verdict *ret) {
+int pl_policy_match(const struct pl_policy *p, uint32_t uid, uint32_t gid, const uint32_t *groups,
+                    size_t n_groups, struct pl_policy_verdict *ret) {
     if (!p || !ret || (n_groups > 0 && !groups))
         return -EINVAL;
     if (n_groups > PL_POLICY_MAX_GROUPS)
@@ -53,8 +53,8 @@ int pl_policy_match(const struct pl_policy *p, uint32_t uid, uint32_t gid,
             continue;
         ret->rule = rule;
         if (rule->access == PL_POLICY_ACCESS_ALLOW) {
-            (void)snprintf(ret->msg, sizeof(ret->msg), "uid %u allowed by rule '%s' (%s:%u)",
-                           uid, rule->name, pl_policy_source(p), rule->line);
+            (void)snprintf(ret->msg, sizeof(ret->msg), "uid %u allowed by rule '%s' (%s:%u)", uid,
+                           rule->name, pl_policy_source(p), rule->line);
             return 0;
         }
         (void)snprintf(ret->msg, sizeof(ret->msg), "uid %u denied by rule '%s' (%s:%u)", uid,

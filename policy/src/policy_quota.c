@@ -106,9 +106,8 @@ int pl_policy_bucket_take(struct pl_policy_bucket *b, uint64_t n, uint64_t now_n
             (void)snprintf(ret->msg, sizeof(ret->msg),
                            "rate_tokens_per_s: %llu tokens requested, %llu available "
                            "(limit %u/s, burst %llu)",
-                           (unsigned long long)n,
-                           (unsigned long long)(b->level_nt / NT_PER_TOKEN), b->rate,
-                           (unsigned long long)(b->cap_nt / NT_PER_TOKEN));
+                           (unsigned long long)n, (unsigned long long)(b->level_nt / NT_PER_TOKEN),
+                           b->rate, (unsigned long long)(b->cap_nt / NT_PER_TOKEN));
         }
         return -PL_ERR_QUOTA;
     }
@@ -148,11 +147,11 @@ uint64_t pl_policy_bucket_wait_ns(struct pl_policy_bucket *b, uint64_t n, uint64
 int pl_policy_usage_session_acquire(struct pl_policy_usage *u, const struct pl_policy_limits *l,
                                     struct pl_policy_refusal *ret) {
     if (l->max_sessions != PL_POLICY_UNLIMITED && u->sessions >= l->max_sessions)
-        return refuse(ret, PL_POLICY_LIMIT_MAX_SESSIONS, (uint64_t)u->sessions + 1,
-                      l->max_sessions, "sessions");
+        return refuse(ret, PL_POLICY_LIMIT_MAX_SESSIONS, (uint64_t)u->sessions + 1, l->max_sessions,
+                      "sessions");
     if (u->sessions == UINT32_MAX)
-        return refuse(ret, PL_POLICY_LIMIT_MAX_SESSIONS, (uint64_t)u->sessions + 1,
-                      UINT32_MAX, "sessions");
+        return refuse(ret, PL_POLICY_LIMIT_MAX_SESSIONS, (uint64_t)u->sessions + 1, UINT32_MAX,
+                      "sessions");
     u->sessions++;
     return 0;
 }
@@ -191,14 +190,12 @@ int pl_policy_request_check(const struct pl_policy_limits *l, uint64_t n_prompt,
         return refuse(ret, PL_POLICY_LIMIT_MAX_PROMPT_TOKENS, n_prompt, l->max_prompt_tokens,
                       "prompt tokens");
     if (l->max_new_tokens != PL_POLICY_UNLIMITED && n_new > l->max_new_tokens)
-        return refuse(ret, PL_POLICY_LIMIT_MAX_NEW_TOKENS, n_new, l->max_new_tokens,
-                      "new tokens");
+        return refuse(ret, PL_POLICY_LIMIT_MAX_NEW_TOKENS, n_new, l->max_new_tokens, "new tokens");
     uint64_t total;
     if (pl_add_overflow(n_prompt, n_new, &total))
         total = UINT64_MAX;
     if (l->max_context != PL_POLICY_UNLIMITED && total > l->max_context)
-        return refuse(ret, PL_POLICY_LIMIT_MAX_CONTEXT, total, l->max_context,
-                      "context tokens");
+        return refuse(ret, PL_POLICY_LIMIT_MAX_CONTEXT, total, l->max_context, "context tokens");
     return 0;
 }
 

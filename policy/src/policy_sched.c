@@ -29,18 +29,16 @@ static void set_weight(struct pl_policy_sched_entity *e, uint32_t weight) {
     e->stride = PL_POLICY_SCHED_STRIDE1 / weight;
 }
 
-void pl_policy_sched_entity_init(const struct pl_policy_sched *s,
-                                 struct pl_policy_sched_entity *e, uint32_t weight,
-                                 enum pl_policy_class cls) {
+void pl_policy_sched_entity_init(const struct pl_policy_sched *s, struct pl_policy_sched_entity *e,
+                                 uint32_t weight, enum pl_policy_class cls) {
     *e = (struct pl_policy_sched_entity){0};
     e->cls = clamp_class(cls);
     e->vtime = s->vclock[e->cls];
     set_weight(e, weight);
 }
 
-void pl_policy_sched_entity_set(const struct pl_policy_sched *s,
-                                struct pl_policy_sched_entity *e, uint32_t weight,
-                                enum pl_policy_class cls) {
+void pl_policy_sched_entity_set(const struct pl_policy_sched *s, struct pl_policy_sched_entity *e,
+                                uint32_t weight, enum pl_policy_class cls) {
     cls = clamp_class(cls);
     if (cls != e->cls) {
         e->cls = cls;

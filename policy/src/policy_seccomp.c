@@ -31,16 +31,23 @@
 #endif
 #define OPEN_WRITE_FLAGS ((uint64_t)(O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE))
 
-#define ALLOW(n, w) {.name = n, .how = PL_POLICY_SECCOMP_ALLOW, .why = w}
-#define ALLOW_IF(n, c, a, w) {.name = n, .how = PL_POLICY_SECCOMP_ALLOW, .cond = c, .arg = a, .why = w}
+#define ALLOW(n, w)                                                                                \
+    { .name = n, .how = PL_POLICY_SECCOMP_ALLOW, .why = w }
+#define ALLOW_IF(n, c, a, w)                                                                       \
+    { .name = n, .how = PL_POLICY_SECCOMP_ALLOW, .cond = c, .arg = a, .why = w }
 #define ALLOW_EQ(n, a, w, ...)                                                                     \
-    {.name = n, .how = PL_POLICY_SECCOMP_ALLOW, .cond = PL_POLICY_SECCOMP_COND_EQ, .arg = a,       \
-     .values = {__VA_ARGS__},                                                                    \
-     .n_values = sizeof((uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t), .why = w}
+    {                                                                                              \
+        .name = n, .how = PL_POLICY_SECCOMP_ALLOW, .cond = PL_POLICY_SECCOMP_COND_EQ, .arg = a,    \
+        .values = {__VA_ARGS__}, .n_values = sizeof((uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t), \
+        .why = w                                                                                   \
+    }
 #define ALLOW_SET(n, a, m, w)                                                                      \
-    {.name = n, .how = PL_POLICY_SECCOMP_ALLOW, .cond = PL_POLICY_SECCOMP_COND_ALL_SET, .arg = a,  \
-     .values = {m}, .n_values = 1, .why = w}
-#define REFUSE(n, e, w) {.name = n, .how = PL_POLICY_SECCOMP_ERRNO, .errno_value = e, .why = w}
+    {                                                                                              \
+        .name = n, .how = PL_POLICY_SECCOMP_ALLOW, .cond = PL_POLICY_SECCOMP_COND_ALL_SET,         \
+        .arg = a, .values = {m}, .n_values = 1, .why = w                                           \
+    }
+#define REFUSE(n, e, w)                                                                            \
+    { .name = n, .how = PL_POLICY_SECCOMP_ERRNO, .errno_value = e, .why = w }
 
 /* ---- Broker: serving phase ---- */
 
@@ -59,8 +66,10 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     ALLOW("recvmsg", "read the handshake hello and admin requests"),
     ALLOW("sendmsg", "send the welcome with its fds (SCM_RIGHTS) and admin replies"),
     ALLOW("recvfrom", "admin requests: recv() is recvfrom(2)"),
-    ALLOW_EQ("sendto", 4, "admin replies: send() is sendto(2) with no address (connected "
-                          "sockets only)", 0),
+    ALLOW_EQ("sendto", 4,
+             "admin replies: send() is sendto(2) with no address (connected "
+             "sockets only)",
+             0),
     ALLOW_EQ("getsockopt", 1, "caller identity: SO_PEERCRED, SO_PEERPIDFD, SO_PEERGROUPS",
              SOL_SOCKET),
     ALLOW("shutdown", "end a session's socket"),
@@ -68,11 +77,12 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     /* Per-session shared memory */
     ALLOW("memfd_create", "create each session's region"),
     ALLOW("ftruncate", "size a new region before sealing it"),
-    ALLOW_EQ("fcntl", 1, "add and check region seals; fd flags",
-             F_ADD_SEALS, F_GET_SEALS, F_GETFD, F_SETFD, F_GETFL, F_SETFL),
+    ALLOW_EQ("fcntl", 1, "add and check region seals; fd flags", F_ADD_SEALS, F_GET_SEALS, F_GETFD,
+             F_SETFD, F_GETFL, F_SETFL),
     /* Memory management (never executable) */
     ALLOW_IF("mmap", PL_POLICY_SECCOMP_COND_NO_EXEC, 2, "map regions; malloc; no PROT_EXEC"),
-    ALLOW_IF("mprotect", PL_POLICY_SECCOMP_COND_NO_EXEC, 2, "malloc arenas, stack guards; no PROT_EXEC"),
+    ALLOW_IF("mprotect", PL_POLICY_SECCOMP_COND_NO_EXEC, 2,
+             "malloc arenas, stack guards; no PROT_EXEC"),
     ALLOW("munmap", "unmap closed regions; free"),
     ALLOW("mremap", "realloc of large blocks"),
     ALLOW("madvise", "free(): return memory to the kernel"),
@@ -111,11 +121,13 @@ static const struct pl_policy_seccomp_entry broker_table[] = {
     ALLOW("statx", "fstat through statx (some libcs)"),
     ALLOW("lseek", "stdio on read-only files"),
     REFUSE("socket", EACCES, "NSS lookups on reload probe nscd / systemd-userdb sockets"),
-    REFUSE("unlink", EACCES, "drain/exit removes its socket files: the unprivileged broker "
-                             "may not (the service manager cleans the runtime directory)"),
-    REFUSE("unlinkat", EACCES, "the same, where libc implements unlink with unlinkat; "
-                               "allowed in the prefix cache directory only "
-                               "(pl_policy_seccomp_broker_at)"),
+    REFUSE("unlink", EACCES,
+           "drain/exit removes its socket files: the unprivileged broker "
+           "may not (the service manager cleans the runtime directory)"),
+    REFUSE("unlinkat", EACCES,
+           "the same, where libc implements unlink with unlinkat; "
+           "allowed in the prefix cache directory only "
+           "(pl_policy_seccomp_broker_at)"),
     /* Ending */
     ALLOW_IF("tgkill", PL_POLICY_SECCOMP_COND_SELF_PID, 0, "abort() on internal corruption"),
     ALLOW("exit", "a thread ends"),
@@ -290,8 +302,7 @@ fail:
 }
 
 static int build(uint32_t def_action, const struct pl_policy_seccomp_entry *table, size_t n,
-                 const struct fdset *fds, const int *extra, size_t n_extra,
-                 scmp_filter_ctx *ret) {
+                 const struct fdset *fds, const int *extra, size_t n_extra, scmp_filter_ctx *ret) {
     scmp_filter_ctx ctx = NULL;
     int r = new_ctx(def_action, &ctx);
     if (r < 0)
@@ -320,9 +331,10 @@ int pl_policy_seccomp_broker(scmp_filter_ctx *ret) {
 int pl_policy_seccomp_broker_at(int unlink_dir_fd, scmp_filter_ctx *ret) {
     if (!ret)
         return -EINVAL;
-    struct fdset fds = {.io = NULL, .n_io = 0, .unlink_dir = unlink_dir_fd < 0 ? -1 : unlink_dir_fd};
-    return build(SCMP_ACT_KILL_PROCESS, broker_table, PL_ARRAY_SIZE(broker_table), &fds, NULL,
-                 0, ret);
+    struct fdset fds = {
+        .io = NULL, .n_io = 0, .unlink_dir = unlink_dir_fd < 0 ? -1 : unlink_dir_fd};
+    return build(SCMP_ACT_KILL_PROCESS, broker_table, PL_ARRAY_SIZE(broker_table), &fds, NULL, 0,
+                 ret);
 }
 
 int pl_policy_seccomp_client(unsigned flags, const int *extra_syscalls, size_t n_extra,
@@ -343,8 +355,8 @@ int pl_policy_seccomp_client(unsigned flags, const int *extra_syscalls, size_t n
     for (size_t i = 0; i < n_io_fds; i++)
         if (io_fds[i] < 0)
             return -EINVAL;
-    uint32_t def = (flags & PL_POLICY_SECCOMP_CLIENT_KILL) ? SCMP_ACT_KILL_PROCESS
-                                                           : SCMP_ACT_ERRNO(EPERM);
+    uint32_t def =
+        (flags & PL_POLICY_SECCOMP_CLIENT_KILL) ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM);
     struct fdset fds = {.io = io_fds, .n_io = n_io_fds, .unlink_dir = -1};
     return build(def, client_table, PL_ARRAY_SIZE(client_table), &fds, extra_syscalls, n_extra,
                  ret);

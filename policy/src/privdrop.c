@@ -53,8 +53,8 @@ int pl_policy_privdrop_plan_from_user(const char *user, struct pl_policy_privdro
         }
         buf = nb;
         struct passwd pw, *res = NULL;
-        int e = numeric ? getpwuid_r(uid, &pw, buf, len, &res)
-                        : getpwnam_r(user, &pw, buf, len, &res);
+        int e =
+            numeric ? getpwuid_r(uid, &pw, buf, len, &res) : getpwnam_r(user, &pw, buf, len, &res);
         if (e == ERANGE && len < (1u << 20)) {
             len *= 2;
             continue;

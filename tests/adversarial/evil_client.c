@@ -224,12 +224,11 @@ struct absurd {
     int32_t penalty_n;
     uint64_t id;
     int n_stop;
-    int32_t token;      /* non-zero: tokens input with this id */
-    bool expect_error;  /* an Error (INVALID/...); else a normal Done */
+    int32_t token;     /* non-zero: tokens input with this id */
+    bool expect_error; /* an Error (INVALID/...); else a normal Done */
 };
 
-static int check_reply(struct pl_test_client *c, uint64_t id, bool expect_error,
-                       const char *what) {
+static int check_reply(struct pl_test_client *c, uint64_t id, bool expect_error, const char *what) {
     static struct pl_test_result res;
     int r = pl_test_client_collect(c, id, &res, 10000, NULL, NULL);
     if (r < 0) {
@@ -307,11 +306,12 @@ static int a_absurd_params(struct pl_test_client *c) {
         g.max_tokens = 3;
         uint8_t b[256];
         int n = packed(&g.base, b, sizeof(b));
-        static const uint8_t unk[] = {0xf8, 0x01, 0x05, 0xfa, 0x01, 0x02, 'a', 'b', 0xfd,
-                                      0x01, 1,    2,    3,    4,    0x81, 0x02, 1,   2,
-                                      3,    4,    5,    6,    7,    8};
+        static const uint8_t unk[] = {0xf8, 0x01, 0x05, 0xfa, 0x01, 0x02, 'a',  'b',
+                                      0xfd, 0x01, 1,    2,    3,    4,    0x81, 0x02,
+                                      1,    2,    3,    4,    5,    6,    7,    8};
         memcpy(b + n, unk, sizeof(unk));
-        if (pl_test_client_send_raw(c, PL_DAEMON_REC_GENERATE, b, (uint32_t)(n + sizeof(unk))) < 0 ||
+        if (pl_test_client_send_raw(c, PL_DAEMON_REC_GENERATE, b, (uint32_t)(n + sizeof(unk))) <
+                0 ||
             check_reply(c, 30, false, "unknown fields") < 0)
             return -1;
     }
@@ -525,8 +525,8 @@ int main(int argc, char **argv) {
         /* Still served: a normal request completes. */
         static struct pl_test_result res;
         if (pl_test_client_generate(&c, 999, NULL, 0, "Once", 4, true, true) < 0 ||
-            pl_test_client_collect(&c, 999, &res, 10000, NULL, NULL) < 0 ||
-            res.error_code != 0 || res.n_ids != 4) {
+            pl_test_client_collect(&c, 999, &res, 10000, NULL, NULL) < 0 || res.error_code != 0 ||
+            res.n_ids != 4) {
             if (a->fn != a_never_reads) {
                 fprintf(stderr, "evil: %s: the session no longer works\n", a->name);
                 return 1;

@@ -192,8 +192,7 @@ static void honest_main(struct session *s, uint64_t n) {
         }
         if (rc < 0 || pl_ipc_doorbell_notify(&cq, s->bfd) < 0)
             _exit(24);
-        if (i == n && got < n &&
-            pl_ipc_doorbell_wait(&cq, 0, s->cfd, s->bfd, 20000, 10000) < 0)
+        if (i == n && got < n && pl_ipc_doorbell_wait(&cq, 0, s->cfd, s->bfd, 20000, 10000) < 0)
             _exit(25);
     }
     _exit(0);
@@ -332,9 +331,9 @@ static void test_hostile_doorbell_flood_and_saturation(void **state) {
     /* the client saturates its own doorbell; the broker's ring must not block */
     uint64_t v = 0xfffffffffffffffeull;
     assert_int_equal(write(s.cfd, &v, sizeof(v)), (ssize_t)sizeof(v));
-    atomic_store(&((struct pl_ipc_ring_ctrl *)(void *)(s.reg.base + s.reg.cq.ctrl_offset))
-                      ->cons_flags,
-                 0xffffffffu); /* garbage flag word: read as "wake me" */
+    atomic_store(
+        &((struct pl_ipc_ring_ctrl *)(void *)(s.reg.base + s.reg.cq.ctrl_offset))->cons_flags,
+        0xffffffffu); /* garbage flag word: read as "wake me" */
     assert_int_equal(pl_ipc_ring_push(&s.cq, 1, "x", 1), 0);
     assert_int_equal(pl_ipc_doorbell_notify(&s.cq, s.cfd), 0);
     session_close(&s);

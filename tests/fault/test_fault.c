@@ -48,8 +48,7 @@ static void sock_path(const struct pl_test_daemon *d, char *buf, size_t len) {
     (void)snprintf(buf, len, "%s/picolm.sock", d->dir);
 }
 
-static int greedy(picolm_client *c, const char *prompt, uint32_t max, int32_t *ids,
-                  size_t *n_ids);
+static int greedy(picolm_client *c, const char *prompt, uint32_t max, int32_t *ids, size_t *n_ids);
 
 struct collect {
     int32_t *ids;
@@ -63,8 +62,7 @@ static int on_chunk(void *user, const struct picolm_chunk *ch) {
     return 0;
 }
 
-static int greedy(picolm_client *c, const char *prompt, uint32_t max, int32_t *ids,
-                  size_t *n_ids) {
+static int greedy(picolm_client *c, const char *prompt, uint32_t max, int32_t *ids, size_t *n_ids) {
     struct picolm_generate_params p;
     picolm_generate_params_init(&p);
     p.prompt = prompt;

@@ -17,7 +17,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_limits(const struct pl_policy_limits *l) {
-    const uint32_t counts[] = {l->max_sessions, l->max_queued, l->max_prompt_tokens,
+    const uint32_t counts[] = {l->max_sessions,   l->max_queued,  l->max_prompt_tokens,
                                l->max_new_tokens, l->max_context, l->rate_tokens_per_s};
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
         if (counts[i] != PL_POLICY_UNLIMITED && counts[i] > PL_POLICY_MAX_COUNT)
@@ -48,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             rule->name[0] == '\0' || strlen(rule->name) > PL_POLICY_MAX_NAME_LEN)
             abort();
         for (size_t m = 0; m < rule->n_match; m++)
-            if (rule->match[m].kind == PL_POLICY_MATCH_DEFAULT && (i != n - 1 || rule->n_match != 1))
+            if (rule->match[m].kind == PL_POLICY_MATCH_DEFAULT &&
+                (i != n - 1 || rule->n_match != 1))
                 abort();
         check_limits(&rule->limits);
     }

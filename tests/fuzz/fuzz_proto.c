@@ -212,8 +212,8 @@ static void check_generate(const Picolm__V1__Generate *g) {
     if (pl_sampler_params_check(&sp) != 0)
         abort();
     if (!isfinite(sp.temp) || sp.temp < 0.0f || !(sp.top_p > 0.0f && sp.top_p <= 1.0f) ||
-        !(sp.min_p >= 0.0f && sp.min_p <= 1.0f) || !(sp.repeat_penalty > 0.0f) ||
-        sp.top_k < 0 || sp.penalty_last_n < 0 || g->n_stop > PL_DAEMON_MAX_STOP ||
+        !(sp.min_p >= 0.0f && sp.min_p <= 1.0f) || !(sp.repeat_penalty > 0.0f) || sp.top_k < 0 ||
+        sp.penalty_last_n < 0 || g->n_stop > PL_DAEMON_MAX_STOP ||
         g->logprobs > PL_DAEMON_MAX_TOP_LOGPROBS || g->json_schema.len > PL_DAEMON_MAX_SCHEMA)
         abort();
     for (size_t i = 0; i < g->n_stop; i++)
@@ -280,8 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *why = NULL;
     saw_unknown = false;
     int r = pl_daemon_dispatch_decode(type, state, buf, (uint32_t)size, &arena, &m, &why);
-    bool allowed = state == PL_DAEMON_SESSION_OPEN && max_len_of(type) != 0 &&
-                   size <= max_len_of(type);
+    bool allowed =
+        state == PL_DAEMON_SESSION_OPEN && max_len_of(type) != 0 && size <= max_len_of(type);
     if (r < 0) {
         if (r != -PL_ERR_PROTOCOL || !why || !why[0])
             abort();

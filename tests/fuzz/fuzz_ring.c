@@ -68,8 +68,7 @@ static void check_indices(const struct h *h) {
     const struct pl_ipc_ring *r = &h->r;
     if (h->broken_seen)
         return;
-    if (r->head % PL_IPC_REC_ALIGN || r->peer % PL_IPC_REC_ALIGN ||
-        r->published % PL_IPC_REC_ALIGN)
+    if (r->head % PL_IPC_REC_ALIGN || r->peer % PL_IPC_REC_ALIGN || r->published % PL_IPC_REC_ALIGN)
         abort();
     if (r->role == PL_IPC_RING_CONSUMER) {
         /* Never consumed past the validated producer index, which is at most size ahead of
@@ -150,8 +149,7 @@ static void consumer_op(struct h *h, struct script *s, uint8_t op) {
             uint32_t pos = start & h->mask;
             if (len > cap || len > pl_ipc_ring_max_payload(r) || type >= PL_IPC_REC_TYPE_RESERVED ||
                 pos + span > h->size || (uint32_t)(r->head - before) > h->size ||
-                (uint32_t)(start - before) > h->size ||
-                memcmp(h->buf, h->data + pos + 8, len) != 0)
+                (uint32_t)(start - before) > h->size || memcmp(h->buf, h->data + pos + 8, len) != 0)
                 abort();
         } else if (rc != 0 && rc != -EMSGSIZE && rc != -PL_ERR_PROTOCOL) {
             abort();
@@ -283,7 +281,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n) {
     static struct h h;
     memset(&h.r, 0, sizeof(h.r));
     uint8_t mode = u8(&s);
-    uint32_t size = PL_IPC_RING_MIN_BYTES << (u8(&s) % 5u); /* 256 .. 4096 */
+    uint32_t size = PL_IPC_RING_MIN_BYTES << (u8(&s) % 5u);     /* 256 .. 4096 */
     uint32_t max_rec = 16u + 8u * (u8(&s) % (size / 16u - 1u)); /* 16 .. size/2 */
     uint32_t start = u32(&s) & ~7u;
     if (max_rec > size / 2)

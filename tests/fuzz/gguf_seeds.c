@@ -208,7 +208,8 @@ int main(int argc, char **argv) {
     emit(&b, "broken_big_endian.gguf");
 
     header(&b, 3, 0, 1);
-    str(&b, "s"), u32(&b, PL_GGUF_TYPE_ARRAY), u32(&b, PL_GGUF_TYPE_STRING), u64(&b, (uint64_t)1 << 62);
+    str(&b, "s"), u32(&b, PL_GGUF_TYPE_ARRAY), u32(&b, PL_GGUF_TYPE_STRING),
+        u64(&b, (uint64_t)1 << 62);
     emit(&b, "broken_array_len.gguf");
 
     free(b.p);

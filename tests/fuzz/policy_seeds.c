@@ -7,14 +7,14 @@
 static const char *const seeds[] = {
     /* the shape of packaging/policy.conf.example */
     ("[global]\nadmin_group = root\n[defaults]\nmax_sessions = 4\nmax_queued = 8\n"
-    "max_prompt_tokens = 4096\nmax_new_tokens = 1024\nmax_context = 8192\n"
-    "rate_tokens_per_s = unlimited\nweight = 100\npriority = interactive\n"
-    "[rule root]\nmatch = uid:0\naccess = allow\nmax_sessions = unlimited\n"
-    "[rule blocked]\nmatch = user:nobody\naccess = deny\n"
-    "[rule batch-jobs]\nmatch = group:daemon\naccess = allow\npriority = batch\nweight = 25\n"
-    "rate_tokens_per_s = 200\nrate_burst = 400\n"
-    "[rule users]\nmatch = group:users | group:staff\naccess = allow\n"
-    "[rule everyone-else]\nmatch = default\naccess = deny\n"),
+     "max_prompt_tokens = 4096\nmax_new_tokens = 1024\nmax_context = 8192\n"
+     "rate_tokens_per_s = unlimited\nweight = 100\npriority = interactive\n"
+     "[rule root]\nmatch = uid:0\naccess = allow\nmax_sessions = unlimited\n"
+     "[rule blocked]\nmatch = user:nobody\naccess = deny\n"
+     "[rule batch-jobs]\nmatch = group:daemon\naccess = allow\npriority = batch\nweight = 25\n"
+     "rate_tokens_per_s = 200\nrate_burst = 400\n"
+     "[rule users]\nmatch = group:users | group:staff\naccess = allow\n"
+     "[rule everyone-else]\nmatch = default\naccess = deny\n"),
     "[rule a]\nmatch = default\naccess = allow\n",
     "[rule a]\r\nmatch = uid:1|gid:2 # c\r\naccess = allow\r\nweight=1000",
     "[rule a]\nmatch = uid:1\naccess = allow\nmax_context = 10\nmax_prompt_tokens = 20\n",

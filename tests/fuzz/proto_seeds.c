@@ -152,8 +152,8 @@ static void others(void) {
 
 static void broken(void) {
     /* field 1 varint with 11 continuation bytes (overlong) */
-    static const uint8_t overlong[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                       0xff, 0xff, 0xff, 0xff, 0x01};
+    static const uint8_t overlong[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                       0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
     write_seed(PL_DAEMON_REC_CANCEL, overlong, sizeof(overlong));
     /* prompt (field 2, bytes) claiming 2^28 bytes */
     static const uint8_t longlen[] = {0x08, 0x01, 0x12, 0x80, 0x80, 0x80, 0x80, 0x01, 'x'};

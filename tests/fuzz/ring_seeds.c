@@ -51,12 +51,16 @@ static void c_record(struct s *s, uint16_t len, uint8_t type) {
     b16(s, len);
     b8(s, type);
 }
-static void c_publish(struct s *s) { b8(s, 1); }
+static void c_publish(struct s *s) {
+    b8(s, 1);
+}
 static void c_read(struct s *s) {
     b8(s, 6);
     b8(s, 1);
 }
-static void c_free(struct s *s) { b8(s, 8); }
+static void c_free(struct s *s) {
+    b8(s, 8);
+}
 
 int main(int argc, char **argv) {
     if (argc != 2) {

@@ -13,11 +13,11 @@
 #include <sys/types.h>
 
 struct pl_test_daemon {
-    pid_t pid;         /* -1 when not running */
-    char dir[64];      /* socket dir (picolm.sock, admin.sock) */
-    char model[4096];  /* model file the daemon was started with */
+    pid_t pid;             /* -1 when not running */
+    char dir[64];          /* socket dir (picolm.sock, admin.sock) */
+    char model[4096];      /* model file the daemon was started with */
     const char *extra[24]; /* extra picolmd arguments (borrowed strings), NULL-terminated */
-    char log[128];     /* stderr of the daemon goes here ("" = inherited) */
+    char log[128];         /* stderr of the daemon goes here ("" = inherited) */
 };
 
 /* Path of a test model (name like "stories260K.gguf") under $PICOLM_TEST_DATA/models into

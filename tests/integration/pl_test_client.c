@@ -31,8 +31,8 @@ static int connect_to(const char *dir, const char *name) {
 }
 
 int pl_test_client_connect(const char *dir, struct pl_test_client *c) {
-    struct pl_ipc_handshake_result hr = {.region_fd = -1, .broker_doorbell_fd = -1,
-                                         .client_doorbell_fd = -1};
+    struct pl_ipc_handshake_result hr = {
+        .region_fd = -1, .broker_doorbell_fd = -1, .client_doorbell_fd = -1};
     memset(c, 0, sizeof(*c));
     c->reg = (struct pl_ipc_region)PL_IPC_REGION_INIT;
     c->sock = c->db_broker = c->db_client = -1;
@@ -103,9 +103,8 @@ int pl_test_client_recv(struct pl_test_client *c, uint32_t *type, void *buf, uin
     return r;
 }
 
-int pl_test_client_generate(struct pl_test_client *c, uint64_t id, const int32_t *ids,
-                            uint32_t n, const char *text, uint32_t max_tokens, bool stream,
-                            bool ignore_eos) {
+int pl_test_client_generate(struct pl_test_client *c, uint64_t id, const int32_t *ids, uint32_t n,
+                            const char *text, uint32_t max_tokens, bool stream, bool ignore_eos) {
     Picolm__V1__Generate g;
     picolm__v1__generate__init(&g);
     Picolm__V1__TokenList tl = PICOLM__V1__TOKEN_LIST__INIT;

@@ -28,8 +28,8 @@ struct pl_test_result {
     char text[16384];
     uint32_t n_text;
     uint32_t n_chunks;
-    uint32_t finish;       /* FinishReason, 0 if an Error came */
-    uint32_t error_code;   /* ErrorCode, 0 if Done came */
+    uint32_t finish;     /* FinishReason, 0 if an Error came */
+    uint32_t error_code; /* ErrorCode, 0 if Done came */
     uint32_t generated;
 };
 
@@ -41,9 +41,8 @@ int pl_test_client_send_raw(struct pl_test_client *c, uint32_t type, const void 
 int pl_test_client_recv(struct pl_test_client *c, uint32_t *type, void *buf, uint32_t cap,
                         uint32_t *len, int timeout_ms);
 /* Submit a Generate of tokens (or text when ids is NULL). */
-int pl_test_client_generate(struct pl_test_client *c, uint64_t id, const int32_t *ids,
-                            uint32_t n, const char *text, uint32_t max_tokens, bool stream,
-                            bool ignore_eos);
+int pl_test_client_generate(struct pl_test_client *c, uint64_t id, const int32_t *ids, uint32_t n,
+                            const char *text, uint32_t max_tokens, bool stream, bool ignore_eos);
 /* Read records for request id until its Done/Error (or timeout). on_chunk, when set, runs
  * after each TokenChunk. Returns 0, -ETIMEDOUT or < 0. */
 int pl_test_client_collect(struct pl_test_client *c, uint64_t id, struct pl_test_result *res,

@@ -80,8 +80,8 @@ static int make_model(void **state) {
         return -1;
     (void)snprintf(g_model, sizeof(g_model), "%s/tiny.gguf", g_dir);
     /* 2 layers of 256 wide (a Q4_K super-block per row), GQA 4:2, FFN 512 */
-    const char *argv[] = {"picolm-bench", "mkmodel", "--shape", "256,2,4,2,512", "--type",
-                          "Q4_K_M", "--vocab-from", g_vocab, "--out", g_model, NULL};
+    const char *argv[] = {"picolm-bench", "mkmodel", "--shape", "256,2,4,2,512", "--type", "Q4_K_M",
+                          "--vocab-from", g_vocab,   "--out",   g_model,         NULL};
     struct pl_test_run r = run_bench(argv);
     if (r.status != 0)
         fprintf(stderr, "mkmodel: exit %d: %s", r.status, r.err);
@@ -98,9 +98,9 @@ static int remove_model(void **state) {
 
 static void test_report_pairs_each_decode_with_its_bandwidth(void **state) {
     (void)state;
-    const char *argv[] = {"picolm-bench", "engine", "--model", g_model, "--threads", "2",
-                          "--reps", "3", "--prompt", "32", "--gen", "16", "--batch", "16",
-                          "--json", NULL};
+    const char *argv[] = {"picolm-bench", "engine", "--model",  g_model, "--threads", "2",
+                          "--reps",       "3",      "--prompt", "32",    "--gen",     "16",
+                          "--batch",      "16",     "--json",   NULL};
     struct pl_json *j = run_json(argv);
     assert_true(num(j, "threads") == 2.0);
     assert_true(num(j, "reps") == REPS);
@@ -142,9 +142,9 @@ static void test_report_pairs_each_decode_with_its_bandwidth(void **state) {
 
 static void test_no_bw_drops_the_bandwidth_fields(void **state) {
     (void)state;
-    const char *argv[] = {"picolm-bench", "engine", "--model", g_model, "--threads", "1",
-                          "--reps", "1", "--prompt", "8", "--gen", "4", "--no-bw", "--json",
-                          NULL};
+    const char *argv[] = {"picolm-bench", "engine", "--model",  g_model, "--threads", "1",
+                          "--reps",       "1",      "--prompt", "8",     "--gen",     "4",
+                          "--no-bw",      "--json", NULL};
     struct pl_json *j = run_json(argv);
     assert_true(num(j, "decode_tok_s") > 0.0);
     assert_null(pl_json_get(j, "read_gb_s"));

@@ -93,8 +93,9 @@ static void test_generate_json_greedy_matches_reference(void **state) {
         const struct fidelity_prompt *rp = &ref.prompts[p];
         /* Default KV cache is F16: llama.cpp's F16-cache run is the reference. */
         const int32_t *want = rp->has_greedy_f16 ? rp->greedy_f16.token_ids : rp->greedy.token_ids;
-        const char *argv[] = {"picolm", "generate", "--model", model, "-p", rp->text, "-n",
-                              "32", "--temp", "0", "--ignore-eos", "--json", NULL};
+        const char *argv[] = {"picolm",       "generate", "--model", model,    "-p",
+                              rp->text,       "-n",       "32",      "--temp", "0",
+                              "--ignore-eos", "--json",   NULL};
         struct pl_test_run r = run_cli(argv, NULL, 0);
         if (r.status != 0)
             fail_msg("prompt %zu: exit %d, stderr: %s", p, r.status, r.err);
@@ -129,8 +130,7 @@ static void test_generate_streams_text_and_is_deterministic_per_seed(void **stat
         skip();
     char model[8192];
     model_path(&ref, model, sizeof(model));
-    const char *argv[] = {"picolm", "generate", "--model", model, "-n", "64", "--seed", "7",
-                          NULL};
+    const char *argv[] = {"picolm", "generate", "--model", model, "-n", "64", "--seed", "7", NULL};
     struct pl_test_run a = run_cli(argv, NULL, 0), b = run_cli(argv, NULL, 0);
     assert_int_equal(a.status, 0);
     assert_int_equal(b.status, 0);
@@ -203,8 +203,8 @@ static void test_eval_writes_n_rows_of_logits(void **state) {
     close(fd);
     const struct fidelity_prompt *rp = &ref.prompts[0];
     char *csv = ids_csv(rp->token_ids, rp->n_tokens, ",");
-    const char *argv[] = {"picolm", "eval", "--model", model, "--tokens", csv, "--logits-out",
-                          out, "--kv-type", "f32", NULL};
+    const char *argv[] = {"picolm",       "eval", "--model",   model, "--tokens", csv,
+                          "--logits-out", out,    "--kv-type", "f32", NULL};
     struct pl_test_run r = run_cli(argv, NULL, 0);
     if (r.status != 0)
         fail_msg("exit %d: %s", r.status, r.err);

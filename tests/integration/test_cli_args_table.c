@@ -27,9 +27,9 @@
 #define PICOLM PL_BINARY_DIR "/bin/picolm"
 #define MAX_ARGS 24
 
-static char g_model[4096];   /* stories260K.gguf */
-static char g_tokdir[4096];  /* $PICOLM_TEST_DATA/tokenizer */
-static char g_tmp[256];      /* scratch directory */
+static char g_model[4096];  /* stories260K.gguf */
+static char g_tokdir[4096]; /* $PICOLM_TEST_DATA/tokenizer */
+static char g_tmp[256];     /* scratch directory */
 static char g_trunc[512], g_text[512], g_empty[512], g_dir[512];
 
 /* ---- Running the CLI ---- */
@@ -156,12 +156,18 @@ static const char *subst(const char *a) {
     if (!a || a[0] != '@')
         return a;
     switch (a[1]) {
-    case 'M': return g_model;
-    case 'T': return g_trunc;
-    case 'X': return g_text;
-    case 'E': return g_empty;
-    case 'D': return g_dir;
-    default: return a;
+    case 'M':
+        return g_model;
+    case 'T':
+        return g_trunc;
+    case 'X':
+        return g_text;
+    case 'E':
+        return g_empty;
+    case 'D':
+        return g_dir;
+    default:
+        return a;
     }
 }
 
@@ -207,8 +213,8 @@ static void test_cli_edge_values_are_accepted(void **state) {
             args[j] = subst(ok_args[i][j]);
         struct pl_test_run r = run_cli(args, NULL, 0);
         if (r.status != 0)
-            fail_msg("case %zu (%s %s ...): exit %d: %s", i, ok_args[i][0], ok_args[i][3],
-                     r.status, r.err);
+            fail_msg("case %zu (%s %s ...): exit %d: %s", i, ok_args[i][0], ok_args[i][3], r.status,
+                     r.err);
         pl_test_run_free(&r);
     }
 }
@@ -251,8 +257,8 @@ static void test_cli_vocab_only_info_and_refusals(void **state) {
         for (int i = 0; i < 2; i++) {
             r = run_cli(bad[i], NULL, 0);
             if (r.status != 2 || count_lines(r.err, r.err_len) != 1 || r.out_len != 0)
-                fail_msg("%s on vocabulary-only %s: exit %d, stderr: %s", bad[i][0],
-                         k_vocabs[v], r.status, r.err);
+                fail_msg("%s on vocabulary-only %s: exit %d, stderr: %s", bad[i][0], k_vocabs[v],
+                         r.status, r.err);
             pl_test_run_free(&r);
         }
     }
@@ -311,7 +317,8 @@ static void test_cli_tokenize_vectors_through_vocab_only_files(void **state) {
                       count_lines(r.out, r.out_len) <= 1;
             if (!ok) {
                 n_failed++;
-                fprintf(stderr, "FAIL %s input %zu (%.40s): exit %d, got '%.200s', want '%.*s' %s\n",
+                fprintf(stderr,
+                        "FAIL %s input %zu (%.40s): exit %d, got '%.200s', want '%.*s' %s\n",
                         k_vocabs[v], n_checked, ip, r.status, r.out, (int)(oe - op), op, r.err);
             }
             n_checked++;

@@ -88,8 +88,8 @@ static int daemon_up(void **state) {
     g_daemon = fork();
     assert_true(g_daemon >= 0);
     if (g_daemon == 0) {
-        char *argv[] = {PICOLMD, "--model", g_model, "--socket-dir", g_dir, "--foreground",
-                        "--log-level", "warn", NULL};
+        char *argv[] = {PICOLMD,       "--model", g_model, "--socket-dir", g_dir, "--foreground",
+                        "--log-level", "warn",    NULL};
         execv(PICOLMD, argv);
         _exit(127);
     }
@@ -127,10 +127,12 @@ static void test_generate_through_daemon_equals_in_process(void **state) {
     (void)state;
     for (size_t i = 0; i < g_ref.n_prompts; i++) {
         char *ids = ids_csv(g_ref.prompts[i].token_ids, g_ref.prompts[i].n_tokens);
-        const char *d_argv[] = {"picolm", "generate", "--socket", g_sock, "--tokens", ids,
-                                "--temp", "0", "-n", "32", "--ignore-eos", "--json", NULL};
-        const char *l_argv[] = {"picolm", "generate", "--model", g_model, "--tokens", ids,
-                                "--temp", "0", "-n", "32", "--ignore-eos", "--json", NULL};
+        const char *d_argv[] = {"picolm", "generate", "--socket", g_sock, "--tokens",     ids,
+                                "--temp", "0",        "-n",       "32",   "--ignore-eos", "--json",
+                                NULL};
+        const char *l_argv[] = {"picolm", "generate", "--model", g_model, "--tokens",     ids,
+                                "--temp", "0",        "-n",      "32",    "--ignore-eos", "--json",
+                                NULL};
         struct pl_test_run d = run_cli(d_argv, NULL, NULL), l = run_cli(l_argv, NULL, NULL);
         assert_ok(&d, "generate --socket");
         assert_ok(&l, "generate --model");
@@ -142,9 +144,9 @@ static void test_generate_through_daemon_equals_in_process(void **state) {
     }
     /* Text prompt, streamed (no --json). */
     const char *d_argv[] = {"picolm", "generate", "--socket", g_sock, "-p", "Once upon a time",
-                            "--temp", "0", "-n", "24", NULL};
+                            "--temp", "0",        "-n",       "24",   NULL};
     const char *l_argv[] = {"picolm", "generate", "--model", g_model, "-p", "Once upon a time",
-                            "--temp", "0", "-n", "24", NULL};
+                            "--temp", "0",        "-n",      "24",    NULL};
     struct pl_test_run d = run_cli(d_argv, NULL, NULL), l = run_cli(l_argv, NULL, NULL);
     assert_ok(&d, "generate -p --socket");
     assert_ok(&l, "generate -p --model");
@@ -196,8 +198,7 @@ static void test_info_describes_the_daemon_model(void **state) {
 
 static void test_chat_answers_each_line(void **state) {
     (void)state;
-    const char *c_argv[] = {"picolm", "chat", "--socket", g_sock, "--temp", "0", "-n", "16",
-                            NULL};
+    const char *c_argv[] = {"picolm", "chat", "--socket", g_sock, "--temp", "0", "-n", "16", NULL};
     struct pl_test_run c = run_cli(c_argv, "Once upon a time\nLily went\n", NULL);
     assert_ok(&c, "chat");
     /* Two answers, one line each at least. */
@@ -207,7 +208,7 @@ static void test_chat_answers_each_line(void **state) {
     assert_true(lines >= 2);
     /* The first answer is what generate prints for that line. */
     const char *g_argv[] = {"picolm", "generate", "--socket", g_sock, "-p", "Once upon a time",
-                            "--temp", "0", "-n", "16", NULL};
+                            "--temp", "0",        "-n",       "16",   NULL};
     struct pl_test_run g = run_cli(g_argv, NULL, NULL);
     assert_ok(&g, "generate");
     assert_true(c.out_len > g.out_len);
@@ -216,8 +217,7 @@ static void test_chat_answers_each_line(void **state) {
     pl_test_run_free(&g);
 
     /* In-process chat works the same way. */
-    const char *l_argv[] = {"picolm", "chat", "--model", g_model, "--temp", "0", "-n", "16",
-                            NULL};
+    const char *l_argv[] = {"picolm", "chat", "--model", g_model, "--temp", "0", "-n", "16", NULL};
     struct pl_test_run l = run_cli(l_argv, "Once upon a time\n", NULL);
     assert_ok(&l, "chat --model");
     assert_true(l.out_len > 0);
@@ -227,8 +227,8 @@ static void test_chat_answers_each_line(void **state) {
 static void test_exit_codes(void **state) {
     (void)state;
     /* 3: nobody listens. */
-    const char *u_argv[] = {"picolm", "generate", "--socket", "/nonexistent/picolm.sock", "-p",
-                            "x", NULL};
+    const char *u_argv[] = {"picolm", "generate", "--socket", "/nonexistent/picolm.sock",
+                            "-p",     "x",        NULL};
     struct pl_test_run r = run_cli(u_argv, NULL, NULL);
     assert_one_error_line(&r, 3);
     pl_test_run_free(&r);
@@ -243,18 +243,18 @@ static void test_exit_codes(void **state) {
     pl_test_run_free(&r);
 
     /* 2: bad usage. */
-    const char *b_argv[] = {"picolm", "generate", "--socket", g_sock, "--model", g_model, "-p",
-                            "x", NULL};
+    const char *b_argv[] = {"picolm", "generate", "--socket", g_sock, "--model",
+                            g_model,  "-p",       "x",        NULL};
     r = run_cli(b_argv, NULL, NULL);
     assert_one_error_line(&r, 2);
     pl_test_run_free(&r);
-    const char *e_argv[] = {"picolm", "eval", "--socket", g_sock, "--tokens", "1,2",
-                            "--logits-out", "/dev/null", NULL};
+    const char *e_argv[] = {"picolm", "eval",         "--socket",  g_sock, "--tokens",
+                            "1,2",    "--logits-out", "/dev/null", NULL};
     r = run_cli(e_argv, NULL, NULL);
     assert_one_error_line(&r, 2);
     pl_test_run_free(&r);
-    const char *t_argv[] = {"picolm", "generate", "--socket", g_sock, "--threads", "2", "-p",
-                            "x", NULL};
+    const char *t_argv[] = {"picolm", "generate", "--socket", g_sock, "--threads",
+                            "2",      "-p",       "x",        NULL};
     r = run_cli(t_argv, NULL, NULL);
     assert_one_error_line(&r, 2);
     pl_test_run_free(&r);

@@ -153,8 +153,8 @@ static int daemon_up(void **state) {
     if (g_daemon < 0)
         return -1;
     if (g_daemon == 0) {
-        char *argv[] = {PICOLMD, "--model", g_model, "--socket-dir", g_tmp, "--foreground",
-                        "--ctx", "2048", "--log-level", "warn", NULL};
+        char *argv[] = {PICOLMD, "--model", g_model,       "--socket-dir", g_tmp, "--foreground",
+                        "--ctx", "2048",    "--log-level", "warn",         NULL};
         execv(PICOLMD, argv);
         _exit(127);
     }
@@ -215,8 +215,7 @@ static void test_json_output_parses_in_both_modes(void **state) {
             struct pl_json *v = NULL;
             char err[256];
             if (pl_json_parse(t->str, t->str_len, &v, err, sizeof(err)) != 0)
-                fail_msg("mode %d schema %d: text is not JSON (%s): %s", mode, schema, err,
-                         t->str);
+                fail_msg("mode %d schema %d: text is not JSON (%s): %s", mode, schema, err, t->str);
             assert_int_equal(v->type, PL_JSON_OBJECT);
             if (schema) {
                 const struct pl_json *name = pl_json_get(v, "name");
@@ -244,7 +243,7 @@ static void test_json_output_parses_in_both_modes(void **state) {
 static void test_stop_ends_before_the_string(void **state) {
     (void)state;
     const char *base[] = {"picolm", "generate", "--model", g_model, "-p", "Once upon a time",
-                          "-n", "40", "--temp", "0", NULL};
+                          "-n",     "40",       "--temp",  "0",     NULL};
     struct pl_test_run full = run_cli(base, NULL);
     assert_ok(&full, "generate");
     assert_true(full.out_len > 30);
@@ -257,15 +256,15 @@ static void test_stop_ends_before_the_string(void **state) {
     for (int mode = 0; mode < 2; mode++) {
         struct args a;
         args_init(&a, "generate", mode, g_model);
-        const char *rest[] = {"-p", "Once upon a time", "-n", "40", "--temp", "0",
-                              "--stop", stop2, "--stop", stop};
+        const char *rest[] = {"-p", "Once upon a time", "-n",  "40",     "--temp",
+                              "0",  "--stop",           stop2, "--stop", stop};
         for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
             args_add(&a, rest[i]);
         struct pl_test_run r = run_cli(a.v, NULL);
         assert_ok(&r, "generate --stop");
         if (r.out_len != at || memcmp(r.out, full.out, at) != 0)
-            fail_msg("mode %d: stop '%s': got '%s', want the first %zu bytes of '%s'", mode,
-                     stop, r.out, at, full.out);
+            fail_msg("mode %d: stop '%s': got '%s', want the first %zu bytes of '%s'", mode, stop,
+                     r.out, at, full.out);
         pl_test_run_free(&r);
         /* In --json, the text also ends there. */
         args_add(&a, "--json");
@@ -303,19 +302,18 @@ static void test_messages_render_as_the_engine_does(void **state) {
     memcpy(eos, et, el);
     char text[1024];
     size_t len = 0;
-    assert_int_equal(pl_chat_render(PL_CHAT_CHATML, cms, 2, true, bos, eos, text, sizeof(text),
-                                     &len),
-                     0);
+    assert_int_equal(
+        pl_chat_render(PL_CHAT_CHATML, cms, 2, true, bos, eos, text, sizeof(text), &len), 0);
     int32_t want[512];
     size_t n_want = 0;
-    assert_int_equal(pl_tokenizer_encode(tok, text, len, !pl_chat_template_writes_bos(
-                                                             PL_CHAT_CHATML),
-                                         true, want, 512, &n_want),
+    assert_int_equal(pl_tokenizer_encode(tok, text, len,
+                                         !pl_chat_template_writes_bos(PL_CHAT_CHATML), true, want,
+                                         512, &n_want),
                      0);
     pl_model_free(m);
 
-    const char *argv[] = {"picolm", "generate", "--model", g_model, "--messages", path, "-n",
-                          "0", "--json", NULL};
+    const char *argv[] = {"picolm", "generate", "--model", g_model,  "--messages",
+                          path,     "-n",       "0",       "--json", NULL};
     struct pl_test_run r = run_cli(argv, NULL);
     assert_ok(&r, "generate --messages -n 0");
     struct pl_json *j = parse_out(&r);
@@ -364,8 +362,8 @@ static void test_logprobs_in_json_output(void **state) {
     for (int mode = 0; mode < 2; mode++) {
         struct args a;
         args_init(&a, "generate", mode, g_model);
-        const char *rest[] = {"-p", "Hello", "-n", "10", "--temp", "0", "--json", "--logprobs",
-                              "3"};
+        const char *rest[] = {"-p", "Hello",  "-n",         "10", "--temp",
+                              "0",  "--json", "--logprobs", "3"};
         for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
             args_add(&a, rest[i]);
         struct pl_test_run r = run_cli(a.v, NULL);
@@ -411,8 +409,8 @@ static void test_logprobs_in_json_output(void **state) {
     pl_json_free(js[1]);
 
     /* Without --json: a note on stderr, plain text on stdout. */
-    const char *argv[] = {"picolm", "generate", "--model", g_model, "-p", "Hello", "-n", "4",
-                          "--temp", "0", "--logprobs", "2", NULL};
+    const char *argv[] = {"picolm", "generate", "--model", g_model,      "-p", "Hello", "-n",
+                          "4",      "--temp",   "0",       "--logprobs", "2",  NULL};
     struct pl_test_run r = run_cli(argv, NULL);
     assert_ok(&r, "generate --logprobs without --json");
     assert_non_null(strstr(r.err, "--logprobs is printed with --json only"));
@@ -464,8 +462,8 @@ static void test_argument_errors_exit_2_with_one_line(void **state) {
                 args_add(&a, cases[c][k]);
             if (c == sizeof(cases) / sizeof(cases[0]) - 1) {
                 /* 17 stop strings */
-                static const char *const nums[] = {"4", "5", "6", "7", "8", "9", "10", "11",
-                                                   "12", "13", "14", "15", "16", "17"};
+                static const char *const nums[] = {"4",  "5",  "6",  "7",  "8",  "9",  "10",
+                                                   "11", "12", "13", "14", "15", "16", "17"};
                 args_add(&a, "4");
                 for (size_t k = 1; k < sizeof(nums) / sizeof(nums[0]); k++) {
                     args_add(&a, "--stop");
@@ -480,8 +478,8 @@ static void test_argument_errors_exit_2_with_one_line(void **state) {
         }
     }
     /* Messages for a model without a chat template, in-process: exit 2, one line. */
-    const char *argv[] = {"picolm", "generate", "--model", g_plain_model, "--messages", good,
-                          "-n", "2", NULL};
+    const char *argv[] = {"picolm", "generate", "--model", g_plain_model, "--messages",
+                          good,     "-n",       "2",       NULL};
     struct pl_test_run r = run_cli(argv, NULL);
     assert_usage_error(&r, "--messages on a model without a template");
     assert_non_null(strstr(r.err, "--template"));
@@ -513,8 +511,7 @@ static void test_chat_uses_the_template_and_keeps_history(void **state) {
         assert_ok(&g, "generate --messages");
         if (c.out_len <= g.out_len || memcmp(c.out, g.out, g.out_len) != 0 ||
             c.out[g.out_len] != '\n')
-            fail_msg("mode %d: chat '%s' does not start with generate's '%s'", mode, c.out,
-                     g.out);
+            fail_msg("mode %d: chat '%s' does not start with generate's '%s'", mode, c.out, g.out);
         /* A second answer follows. */
         assert_true(c.out_len > g.out_len + 1);
         assert_int_equal(c.out[c.out_len - 1], '\n');
@@ -523,8 +520,8 @@ static void test_chat_uses_the_template_and_keeps_history(void **state) {
         pl_test_run_free(&g);
     }
     /* A model without a template: plain concatenation, said once. */
-    const char *argv[] = {"picolm", "chat", "--model", g_plain_model, "-n", "4", "--temp", "0",
-                          NULL};
+    const char *argv[] = {"picolm", "chat",   "--model", g_plain_model, "-n",
+                          "4",      "--temp", "0",       NULL};
     struct pl_test_run c = run_cli(argv, "one\ntwo\nthree\n");
     assert_ok(&c, "chat without a template");
     const char *p = strstr(c.err, "plain concatenation");
@@ -555,8 +552,8 @@ static int on_chunk(void *user, const struct picolm_chunk *ch) {
             continue;
         s->n_with_lp++;
         if (picolm_chunk_n_top(ch) != 2 || picolm_chunk_top(ch, i, 0, &id0, &t0) != PICOLM_OK ||
-            picolm_chunk_top(ch, i, 1, &id1, &t1) != PICOLM_OK || !(lp <= 0.0f) ||
-            !(t0 >= t1) || id0 == id1 || !(t0 >= lp))
+            picolm_chunk_top(ch, i, 1, &id1, &t1) != PICOLM_OK || !(lp <= 0.0f) || !(t0 >= t1) ||
+            id0 == id1 || !(t0 >= lp))
             s->bad++;
     }
     return 0;
@@ -647,8 +644,7 @@ int main(void) {
         fprintf(stderr, "PICOLM_TEST_DATA not set: skipping\n");
         return 77;
     }
-    (void)snprintf(g_src_model, sizeof(g_src_model), "%s/models/tiny-llama-spm-Q4_K_M.gguf",
-                   data);
+    (void)snprintf(g_src_model, sizeof(g_src_model), "%s/models/tiny-llama-spm-Q4_K_M.gguf", data);
     (void)snprintf(g_plain_model, sizeof(g_plain_model), "%s/models/stories260K.gguf", data);
     if (access(g_src_model, R_OK) != 0 || access(g_plain_model, R_OK) != 0) {
         fprintf(stderr, "test models missing: skipping\n");

@@ -155,8 +155,8 @@ static void run(struct pl_test_client *c, Picolm__V1__Generate *g, struct gen *o
     }
 }
 
-static void gen_tokens(Picolm__V1__Generate *g, Picolm__V1__TokenList *tl, int32_t *ids,
-                       size_t n, uint32_t max_tokens) {
+static void gen_tokens(Picolm__V1__Generate *g, Picolm__V1__TokenList *tl, int32_t *ids, size_t n,
+                       uint32_t max_tokens) {
     picolm__v1__generate__init(g);
     picolm__v1__token_list__init(tl);
     tl->ids = ids;
@@ -246,8 +246,7 @@ static void test_chat_uses_the_model_template(void **state) {
                                  {"user", 4, m1.content, strlen(m1.content)}};
     char text[512];
     size_t len = 0, n = 0;
-    assert_int_equal(pl_chat_render(PL_CHAT_CHATML, cms, 2, true, "", "", text, sizeof(text),
-                                    &len),
+    assert_int_equal(pl_chat_render(PL_CHAT_CHATML, cms, 2, true, "", "", text, sizeof(text), &len),
                      0);
     assert_string_equal(text, "<|im_start|>system\nYou are a storyteller.<|im_end|>\n"
                               "<|im_start|>user\nTell me about a cat.<|im_end|>\n"

@@ -56,8 +56,8 @@ static void broker_start(struct broker *b) {
     b->pid = fork();
     assert_true(b->pid >= 0);
     if (b->pid == 0) {
-        char *argv[] = {PICOLMD, "--model", g_model, "--socket-dir", b->dir, "--foreground",
-                        "--log-level", "warn", NULL};
+        char *argv[] = {PICOLMD,       "--model", g_model, "--socket-dir", b->dir, "--foreground",
+                        "--log-level", "warn",    NULL};
         execv(PICOLMD, argv);
         _exit(127);
     }
@@ -178,8 +178,7 @@ static void assert_matches_reference(const struct fidelity_prompt *p, const int3
     const int32_t *want = ref_tokens(p);
     for (size_t k = 0; k < safe; k++)
         if (ids[k] != want[k])
-            fail_msg("prompt '%.40s': token %zu is %d, reference %d", p->text, k, ids[k],
-                     want[k]);
+            fail_msg("prompt '%.40s': token %zu is %d, reference %d", p->text, k, ids[k], want[k]);
 }
 
 /* ---- Tests ---- */
@@ -204,16 +203,15 @@ static void test_tokenize_matches_reference(void **state) {
         const struct fidelity_prompt *p = &g_ref.prompts[i];
         int32_t ids[1024];
         size_t n = 0;
-        int r = picolm_tokenize(f->c, p->text, strlen(p->text), PICOLM_TOK_ADD_SPECIAL, ids,
-                                1024, &n);
+        int r =
+            picolm_tokenize(f->c, p->text, strlen(p->text), PICOLM_TOK_ADD_SPECIAL, ids, 1024, &n);
         if (r != PICOLM_OK)
             fail_msg("tokenize: %s: %s", picolm_strerror(r), picolm_last_error(f->c));
         assert_int_equal(n, p->n_tokens);
         assert_memory_equal(ids, p->token_ids, n * sizeof(int32_t));
         /* Too small a buffer reports the size needed. */
         size_t need = 0;
-        assert_int_equal(picolm_tokenize(f->c, p->text, 0, PICOLM_TOK_ADD_SPECIAL, ids, 1,
-                                         &need),
+        assert_int_equal(picolm_tokenize(f->c, p->text, 0, PICOLM_TOK_ADD_SPECIAL, ids, 1, &need),
                          n > 1 ? PICOLM_E_RANGE : PICOLM_OK);
         assert_int_equal(need, n);
     }
@@ -409,12 +407,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_model_info_matches_the_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokenize_matches_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generate_greedy_matches_reference, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_streams_at_once_match_reference, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_two_streams_at_once_match_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_stream_and_stop_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_ends_a_stream, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_request_fails_only_that_request, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bad_request_fails_only_that_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broker_sigkill_is_noticed_within_100ms, setup,
                                         teardown),
     };

@@ -38,8 +38,8 @@ static char model_path[4096];
 
 struct daemon {
     pid_t pid;
-    char dir[64];      /* sockets (0755, so that the admin socket's own mode decides) */
-    char mdir[64];     /* metrics textfile dir, writable by the user picolmd serves as */
+    char dir[64];  /* sockets (0755, so that the admin socket's own mode decides) */
+    char mdir[64]; /* metrics textfile dir, writable by the user picolmd serves as */
     char policy[128];
     char sock[128], admin[128], prom[128];
 };
@@ -84,7 +84,7 @@ static void write_file(const char *path, const char *text) {
 /* ---- Running picoctl ---- */
 
 struct ctl {
-    int status;        /* exit status, 128 + signal */
+    int status; /* exit status, 128 + signal */
     char out[256 * 1024];
     size_t n_out;
     char err[8192];
@@ -152,10 +152,10 @@ static void run_ctl(struct ctl *c, bool as_nobody, const char *const *args) {
     c->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-#define CTL(c, d, ...)                                                                            \
-    do {                                                                                          \
-        const char *_a[] = {"--socket", (d)->admin, __VA_ARGS__, NULL};                           \
-        run_ctl((c), false, _a);                                                                  \
+#define CTL(c, d, ...)                                                                             \
+    do {                                                                                           \
+        const char *_a[] = {"--socket", (d)->admin, __VA_ARGS__, NULL};                            \
+        run_ctl((c), false, _a);                                                                   \
     } while (0)
 
 static struct pl_json *parse_json(const struct ctl *c) {
@@ -218,10 +218,25 @@ static void daemon_start(struct daemon *d) {
     snprintf(d->admin, sizeof(d->admin), "%s/admin.sock", d->dir);
     snprintf(d->prom, sizeof(d->prom), "%s/picolm.prom", d->mdir);
     write_file(d->policy, policy_text);
-    const char *args[] = {PICOLMD,   "--model",   model_path, "--socket-dir",       d->dir,
-                          "--foreground", "--ctx", "2048",   "--log-level",        "warn",
-                          "--policy", d->policy, "--metrics-file", d->prom, "--metrics-interval",
-                          "1",        NULL,      NULL,     NULL};
+    const char *args[] = {PICOLMD,
+                          "--model",
+                          model_path,
+                          "--socket-dir",
+                          d->dir,
+                          "--foreground",
+                          "--ctx",
+                          "2048",
+                          "--log-level",
+                          "warn",
+                          "--policy",
+                          d->policy,
+                          "--metrics-file",
+                          d->prom,
+                          "--metrics-interval",
+                          "1",
+                          NULL,
+                          NULL,
+                          NULL};
     /* Started as root, picolmd serves as the user "picolm"; where the packaging did not
      * create it, as nobody (the same drop and filter). */
     if (geteuid() == 0 && !getpwnam("picolm")) {
@@ -322,18 +337,18 @@ static void wait_tokens_flow(struct ctl *c, const struct daemon *d, pid_t pid) {
 /* ---- Client children ---- */
 
 struct client_report {
-    int status;              /* last picolm status */
-    uint32_t prompt_tokens;  /* sums over the requests */
+    int status;             /* last picolm status */
+    uint32_t prompt_tokens; /* sums over the requests */
     uint32_t generated;
     uint32_t requests;
     uint64_t session_id;
-    char reason[128];        /* the killed request's reason, or picolm_last_error() */
+    char reason[128]; /* the killed request's reason, or picolm_last_error() */
 };
 
 struct client {
     pid_t pid;
-    int res_fd;              /* reports come here */
-    int go_fd;               /* write one byte: continue / exit */
+    int res_fd; /* reports come here */
+    int go_fd;  /* write one byte: continue / exit */
 };
 
 enum client_mode {
@@ -459,14 +474,14 @@ static void wait_no_sessions(struct ctl *c, const struct daemon *d) {
 
 struct prom_sample {
     char name[128];
-    char labels[256];   /* raw, inside the braces, "" when none */
+    char labels[256]; /* raw, inside the braces, "" when none */
     double value;
 };
 
 struct prom {
     struct prom_sample *s;
     size_t n;
-    char types[256][128];  /* family names with a TYPE line */
+    char types[256][128]; /* family names with a TYPE line */
     char type_of[256][16];
     size_t n_types;
 };
@@ -532,8 +547,7 @@ static void prom_parse(const char *text, struct prom *p) {
             if (!strcmp(kind, "TYPE")) {
                 char type[16];
                 if (sscanf(line + off, "%15s", type) != 1 ||
-                    (strcmp(type, "counter") && strcmp(type, "gauge") &&
-                     strcmp(type, "histogram")))
+                    (strcmp(type, "counter") && strcmp(type, "gauge") && strcmp(type, "histogram")))
                     fail_msg("prometheus line %d: bad type", lineno);
                 for (size_t i = 0; i < p->n_types; i++)
                     if (!strcmp(p->types[i], name))
@@ -869,8 +883,7 @@ static void test_prometheus_output_and_textfile(void **state) {
             if (ok) {
                 prom_check_histograms(&p);
                 assert_true(prom_get(&p, "picolm_requests_total", "") == ra.requests);
-                assert_true(prom_get(&p, "picolm_identity_requests_total", labels) ==
-                            ra.requests);
+                assert_true(prom_get(&p, "picolm_identity_requests_total", labels) == ra.requests);
             }
             prom_free(&p);
         }
@@ -960,8 +973,7 @@ static void test_policy_show_and_reload(void **state) {
 
     /* A new rule, reloaded: show has it, the load time moved. */
     usleep(20000);
-    snprintf(text, sizeof(text), "[rule extra]\nmatch = uid:4242\naccess = deny\n%s",
-             policy_text);
+    snprintf(text, sizeof(text), "[rule extra]\nmatch = uid:4242\naccess = deny\n%s", policy_text);
     write_file(d.policy, text);
     j = ctl_json(c, &d, "policy", "reload");
     assert_true(boolean(j, "reloaded"));
@@ -1009,8 +1021,8 @@ static void test_top_json_refreshes(void **state) {
     struct ctl *c = &ctl_main;
     assert_non_null(c);
     daemon_start(&d);
-    const char *a[] = {"--socket", d.admin, "--json", "top", "--iterations", "2",
-                       "--interval", "0.1", NULL};
+    const char *a[] = {"--socket", d.admin,      "--json", "top", "--iterations",
+                       "2",        "--interval", "0.1",    NULL};
     run_ctl(c, false, a);
     assert_int_equal(c->status, 0);
     char *nl = strchr(c->out, '\n');

@@ -114,9 +114,9 @@ static uint64_t kv_used(const char *dir) {
 
 /* ---- In-process reference ---- */
 
-static const char *prompts[8] = {
-    "Once upon a time", "The little dog", "Lily wanted to", "One day, a big",
-    "Tom and Sue went", "The sun was", "There was a girl", "A bird sat on"};
+static const char *prompts[8] = {"Once upon a time", "The little dog",   "Lily wanted to",
+                                 "One day, a big",   "Tom and Sue went", "The sun was",
+                                 "There was a girl", "A bird sat on"};
 
 #define MAX_NEW 24
 
@@ -176,7 +176,8 @@ static void test_eight_concurrent_greedy_clients_match_in_process(void **state) 
                 _exit(2);
             if (read(go[0], &x, 1) != 1)
                 _exit(3);
-            if (pl_test_client_generate(&c, 100 + i, NULL, 0, prompts[i], MAX_NEW, true, false) < 0 ||
+            if (pl_test_client_generate(&c, 100 + i, NULL, 0, prompts[i], MAX_NEW, true, false) <
+                    0 ||
                 pl_test_client_collect(&c, 100 + i, &r, 10000, NULL, NULL) < 0)
                 _exit(4);
             /* One write (< PIPE_BUF) so the children's results cannot interleave. */
@@ -528,10 +529,14 @@ static void test_residency_matches_smaps(void **state) {
         if (!in)
             continue;
         unsigned long long v;
-        if (sscanf(line, "Size: %llu kB", &v) == 1) size_kb = v;
-        if (sscanf(line, "Locked: %llu kB", &v) == 1) locked_kb = v;
-        if (sscanf(line, "KernelPageSize: %llu kB", &v) == 1) kps = v;
-        if (sscanf(line, "AnonHugePages: %llu kB", &v) == 1) ahp = v;
+        if (sscanf(line, "Size: %llu kB", &v) == 1)
+            size_kb = v;
+        if (sscanf(line, "Locked: %llu kB", &v) == 1)
+            locked_kb = v;
+        if (sscanf(line, "KernelPageSize: %llu kB", &v) == 1)
+            kps = v;
+        if (sscanf(line, "AnonHugePages: %llu kB", &v) == 1)
+            ahp = v;
     }
     fclose(f);
     if (strcmp(res->backing, "file") != 0) {

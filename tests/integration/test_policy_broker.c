@@ -55,50 +55,49 @@
 #define GID_BANNED 40101u /* group rule: deny */
 #define GID_ADMIN 40200u
 
-static const char POLICY[] =
-    "# policy of test_policy_broker\n"
-    "[global]\n"
-    "admin_group = 40200\n"
-    "[rule denied]\n"
-    "match = uid:40001\n"
-    "access = deny\n"
-    "[rule banned-group]\n"
-    "match = gid:40101\n"
-    "access = deny\n"
-    "[rule small-group]\n"
-    "match = gid:40100\n"
-    "access = allow\n"
-    "max_new_tokens = 7\n"
-    "[rule limited]\n"
-    "match = uid:40002\n"
-    "access = allow\n"
-    "max_sessions = 2\n"
-    "max_prompt_tokens = 16\n"
-    "max_new_tokens = 20\n"
-    "[rule rated]\n"
-    "match = uid:40003\n"
-    "access = allow\n"
-    "rate_tokens_per_s = 20\n"
-    "rate_burst = 60\n"
-    "[rule light]\n"
-    "match = uid:40011\n"
-    "access = allow\n"
-    "weight = 1\n"
-    "[rule heavy]\n"
-    "match = uid:40013\n"
-    "access = allow\n"
-    "weight = 3\n"
-    "[rule batch]\n"
-    "match = uid:40022\n"
-    "access = allow\n"
-    "priority = batch\n"
-    "[rule nobody]\n"
-    "match = user:nobody\n"
-    "access = allow\n"
-    "[rule everyone]\n"
-    "match = default\n"
-    "access = allow\n"
-    "max_sessions = unlimited\n";
+static const char POLICY[] = "# policy of test_policy_broker\n"
+                             "[global]\n"
+                             "admin_group = 40200\n"
+                             "[rule denied]\n"
+                             "match = uid:40001\n"
+                             "access = deny\n"
+                             "[rule banned-group]\n"
+                             "match = gid:40101\n"
+                             "access = deny\n"
+                             "[rule small-group]\n"
+                             "match = gid:40100\n"
+                             "access = allow\n"
+                             "max_new_tokens = 7\n"
+                             "[rule limited]\n"
+                             "match = uid:40002\n"
+                             "access = allow\n"
+                             "max_sessions = 2\n"
+                             "max_prompt_tokens = 16\n"
+                             "max_new_tokens = 20\n"
+                             "[rule rated]\n"
+                             "match = uid:40003\n"
+                             "access = allow\n"
+                             "rate_tokens_per_s = 20\n"
+                             "rate_burst = 60\n"
+                             "[rule light]\n"
+                             "match = uid:40011\n"
+                             "access = allow\n"
+                             "weight = 1\n"
+                             "[rule heavy]\n"
+                             "match = uid:40013\n"
+                             "access = allow\n"
+                             "weight = 3\n"
+                             "[rule batch]\n"
+                             "match = uid:40022\n"
+                             "access = allow\n"
+                             "priority = batch\n"
+                             "[rule nobody]\n"
+                             "match = user:nobody\n"
+                             "access = allow\n"
+                             "[rule everyone]\n"
+                             "match = default\n"
+                             "access = allow\n"
+                             "max_sessions = unlimited\n";
 
 static char g_model[4096];
 /* Every broker started, so that a failed test leaves none behind. */
@@ -139,8 +138,9 @@ static void broker_start(struct broker *b, const char *policy, const char *prelo
     (void)snprintf(b->policy, sizeof(b->policy), "%s/policy.conf", b->dir);
     (void)snprintf(b->log, sizeof(b->log), "%s/picolmd.log", b->dir);
     write_file(b->policy, policy);
-    char *argv[32] = {PICOLMD, "--model", g_model, "--socket-dir", b->dir, "--foreground",
-                      "--user", "nobody", "--policy", b->policy, "--log-level", "info"};
+    char *argv[32] = {PICOLMD,    "--model",      g_model,       "--socket-dir",
+                      b->dir,     "--foreground", "--user",      "nobody",
+                      "--policy", b->policy,      "--log-level", "info"};
     int n = 12;
     va_list ap;
     va_start(ap, preload);
@@ -217,8 +217,8 @@ static bool log_contains(const struct broker *b, const char *needle, int wait_ms
 
 typedef int (*child_fn)(const struct broker *b, void *arg);
 
-static pid_t spawn_as(uint32_t uid, uint32_t gid, const gid_t *groups, size_t n_groups,
-                      child_fn fn, const struct broker *b, void *arg) {
+static pid_t spawn_as(uint32_t uid, uint32_t gid, const gid_t *groups, size_t n_groups, child_fn fn,
+                      const struct broker *b, void *arg) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -239,8 +239,8 @@ static int wait_child(pid_t pid) {
 }
 
 /* Run fn as uid/gid (+groups) and expect exit code 0. */
-static void run_as(uint32_t uid, uint32_t gid, const gid_t *groups, size_t n_groups,
-                   child_fn fn, const struct broker *b, void *arg) {
+static void run_as(uint32_t uid, uint32_t gid, const gid_t *groups, size_t n_groups, child_fn fn,
+                   const struct broker *b, void *arg) {
     int st = wait_child(spawn_as(uid, gid, groups, n_groups, fn, b, arg));
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail_msg("child uid %u: status 0x%x (exit %d, signal %d)", uid, st,
@@ -250,7 +250,7 @@ static void run_as(uint32_t uid, uint32_t gid, const gid_t *groups, size_t n_gro
 #define CHECK(cond, code)                                                                          \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "child %d: check failed at line %d: %s\n", (int)getuid(), __LINE__,   \
+            fprintf(stderr, "child %d: check failed at line %d: %s\n", (int)getuid(), __LINE__,    \
                     #cond);                                                                        \
             return code;                                                                           \
         }                                                                                          \
@@ -387,8 +387,9 @@ static int child_sandboxed(const struct broker *b, void *arg) {
     bool kill_mode = arg != NULL;
     picolm_client *c = NULL;
     CHECK(picolm_connect(b->sock, &c) == PICOLM_OK, 1);
-    CHECK(picolm_sandbox_enter(kill_mode ? PICOLM_SANDBOX_KILL : PICOLM_SANDBOX_ERRNO, NULL,
-                               0) == PICOLM_OK, 2);
+    CHECK(picolm_sandbox_enter(kill_mode ? PICOLM_SANDBOX_KILL : PICOLM_SANDBOX_ERRNO, NULL, 0) ==
+              PICOLM_OK,
+          2);
     struct picolm_generate_params p;
     struct picolm_result res = {.size = sizeof(res)};
     params_tokens(&p, PROMPT4, 4, 16);
@@ -428,8 +429,7 @@ static int child_admin(const struct broker *b, void *arg) {
     int want = (int)(intptr_t)arg;
     int got = admin_probe(b);
     if (got != want)
-        fprintf(stderr, "admin probe as uid %u: %d, expected %d\n", (unsigned)getuid(), got,
-                want);
+        fprintf(stderr, "admin probe as uid %u: %d, expected %d\n", (unsigned)getuid(), got, want);
     return got == want ? 0 : 1;
 }
 
@@ -481,8 +481,8 @@ static uint32_t count_in(const struct stream_log *l, uint64_t t0, uint64_t t1) {
 /* Two clients streaming at once; returns tokens each got while both were streaming. */
 static void race(const struct broker *b, uint32_t uid_a, uint32_t uid_b, uint32_t max_a,
                  uint32_t max_b, uint32_t *ret_a, uint32_t *ret_b) {
-    struct stream_log *logs = mmap(NULL, 2 * sizeof(*logs), PROT_READ | PROT_WRITE,
-                                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct stream_log *logs =
+        mmap(NULL, 2 * sizeof(*logs), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(logs != MAP_FAILED);
     int go[2];
     assert_int_equal(pipe(go), 0);
@@ -721,8 +721,8 @@ int main(void) {
         cmocka_unit_test(test_weights_share_one_decode_slot),
         cmocka_unit_test(test_syscall_outside_the_list_kills_the_broker),
     };
-    int failed = cmocka_run_group_tests_name("policy_broker_shared", shared, setup_broker,
-                                             teardown_broker);
+    int failed =
+        cmocka_run_group_tests_name("policy_broker_shared", shared, setup_broker, teardown_broker);
     failed += cmocka_run_group_tests_name("policy_broker_own", own, NULL, NULL);
     for (size_t i = 0; i < g_n_brokers; i++)
         if (kill(g_brokers[i], SIGKILL) == 0)

@@ -127,8 +127,8 @@ static int one_request(picolm_client **pc, const char *path, int pi, uint32_t ma
             t->cancelled++;
             return 0;
         }
-        fprintf(stderr, "load: request ended %d/%d with %zu of %u tokens (mode %d)\n", r, end,
-                n, max, mode);
+        fprintf(stderr, "load: request ended %d/%d with %zu of %u tokens (mode %d)\n", r, end, n,
+                max, mode);
         return -1;
     }
 }
@@ -172,8 +172,8 @@ static void test_clients_requests_nothing_lost(void **state) {
     (void)snprintf(maxs, sizeof(maxs), "%d", n_clients + 16);
     (void)snprintf(kv, sizeof(kv), "%d", (n_clients + 2) * 256);
     (void)snprintf(queue, sizeof(queue), "%d", n_clients * 2);
-    const char *extra[] = {"--max-sessions", maxs, "--kv-pool-tokens", kv,
-                           "--queue-max", queue, NULL};
+    const char *extra[] = {
+        "--max-sessions", maxs, "--kv-pool-tokens", kv, "--queue-max", queue, NULL};
     assert_int_equal(pl_test_daemon_start(d, model, extra), 0);
     char path[128];
     (void)snprintf(path, sizeof(path), "%s/picolm.sock", d->dir);
@@ -251,7 +251,8 @@ static void test_clients_requests_nothing_lost(void **state) {
     assert_int_equal(pl_test_daemon_fds(d, &fd1), 0);
     assert_int_equal(pl_test_daemon_rss_kb(d, &rss1), 0);
     printf("# after the run: no session; KV tokens in use %llu -> %llu, fds %u -> %u, RSS %ld -> "
-           "%ld KiB\n", (unsigned long long)kv0, (unsigned long long)kv1, fd0, fd1, rss0, rss1);
+           "%ld KiB\n",
+           (unsigned long long)kv0, (unsigned long long)kv1, fd0, fd1, rss0, rss1);
     assert_true(kv1 <= kv0);
     assert_int_equal(fd1, fd0);
     assert_true(rss1 - rss0 < 4096);

@@ -78,7 +78,7 @@ static void hostile_main(const char *dir, int ready_fd) {
     uint64_t v;
     if (read(c.db_broker, &v, sizeof(v)) < 0 && errno != EAGAIN) /* still non-blocking */
         _exit(3);
-    uint64_t max = 0xfffffffffffffffeull;   /* the largest count an eventfd holds */
+    uint64_t max = 0xfffffffffffffffeull; /* the largest count an eventfd holds */
     if (write(c.db_client, &max, sizeof(max)) != (ssize_t)sizeof(max))
         _exit(3);
     if (clear_nonblock(c.db_broker) < 0 || clear_nonblock(c.db_client) < 0)

@@ -29,9 +29,8 @@ static int fail(struct parser *p, const char *what) {
 }
 
 static void skip_ws(struct parser *p) {
-    while (p->pos < p->len &&
-           (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' ||
-            p->s[p->pos] == '\r'))
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
+                               p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
         p->pos++;
 }
 
@@ -107,14 +106,30 @@ static int parse_string(struct parser *p, char **ret, size_t *ret_len) {
         }
         char e = p->s[p->pos++];
         switch (e) {
-        case '"': out[n++] = '"'; break;
-        case '\\': out[n++] = '\\'; break;
-        case '/': out[n++] = '/'; break;
-        case 'b': out[n++] = '\b'; break;
-        case 'f': out[n++] = '\f'; break;
-        case 'n': out[n++] = '\n'; break;
-        case 'r': out[n++] = '\r'; break;
-        case 't': out[n++] = '\t'; break;
+        case '"':
+            out[n++] = '"';
+            break;
+        case '\\':
+            out[n++] = '\\';
+            break;
+        case '/':
+            out[n++] = '/';
+            break;
+        case 'b':
+            out[n++] = '\b';
+            break;
+        case 'f':
+            out[n++] = '\f';
+            break;
+        case 'n':
+            out[n++] = '\n';
+            break;
+        case 'r':
+            out[n++] = '\r';
+            break;
+        case 't':
+            out[n++] = '\t';
+            break;
         case 'u': {
             uint32_t cp, lo;
             if ((r = hex4(p, &cp)) < 0)

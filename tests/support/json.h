@@ -22,11 +22,11 @@ struct pl_json {
     enum pl_json_type type;
     bool boolean;
     double number;
-    char *str;               /* STRING: UTF-8, NUL-terminated (may hold NULs: use str_len) */
+    char *str; /* STRING: UTF-8, NUL-terminated (may hold NULs: use str_len) */
     size_t str_len;
-    size_t n;                /* ARRAY / OBJECT: element count */
-    struct pl_json *items;   /* [n] elements, or the values of an object */
-    char **keys;             /* OBJECT: [n] NUL-terminated keys */
+    size_t n;              /* ARRAY / OBJECT: element count */
+    struct pl_json *items; /* [n] elements, or the values of an object */
+    char **keys;           /* OBJECT: [n] NUL-terminated keys */
 };
 
 /* Parse len bytes. 0, -EINVAL (syntax error, message with the byte offset in err), -ENOMEM. */

@@ -20,27 +20,27 @@ typedef long long v8ll __attribute__((vector_size(64)));
 /* Four independent XOR chains over 4 lines per iteration; with PF, each iteration first
  * hints the 4 lines PL_QUANT_PREFETCH_BYTES ahead, as the vec_dot kernels do (prefetches
  * past the end are harmless hints: they never fault). */
-#define READ_LOOP_BODY(PF)                                                                    \
-    const v8ll *v = p;                                                                        \
-    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                              \
-    size_t n = len / sizeof(v8ll);                                                            \
-    for (size_t i = 0; i + 4 <= n; i += 4) {                                                  \
-        if (PF) {                                                                             \
-            const char *q = (const char *)(v + i) + PL_QUANT_PREFETCH_BYTES;                  \
-            __builtin_prefetch(q, 0, 3);                                                      \
-            __builtin_prefetch(q + 64, 0, 3);                                                 \
-            __builtin_prefetch(q + 128, 0, 3);                                                \
-            __builtin_prefetch(q + 192, 0, 3);                                                \
-        }                                                                                     \
-        a0 ^= v[i];                                                                           \
-        a1 ^= v[i + 1];                                                                       \
-        a2 ^= v[i + 2];                                                                       \
-        a3 ^= v[i + 3];                                                                       \
-    }                                                                                         \
-    a0 ^= a1 ^ a2 ^ a3;                                                                       \
-    long long s = 0;                                                                          \
-    for (int k = 0; k < 8; k++)                                                               \
-        s ^= a0[k];                                                                           \
+#define READ_LOOP_BODY(PF)                                                                         \
+    const v8ll *v = p;                                                                             \
+    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
+    size_t n = len / sizeof(v8ll);                                                                 \
+    for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
+        if (PF) {                                                                                  \
+            const char *q = (const char *)(v + i) + PL_QUANT_PREFETCH_BYTES;                       \
+            __builtin_prefetch(q, 0, 3);                                                           \
+            __builtin_prefetch(q + 64, 0, 3);                                                      \
+            __builtin_prefetch(q + 128, 0, 3);                                                     \
+            __builtin_prefetch(q + 192, 0, 3);                                                     \
+        }                                                                                          \
+        a0 ^= v[i];                                                                                \
+        a1 ^= v[i + 1];                                                                            \
+        a2 ^= v[i + 2];                                                                            \
+        a3 ^= v[i + 3];                                                                            \
+    }                                                                                              \
+    a0 ^= a1 ^ a2 ^ a3;                                                                            \
+    long long s = 0;                                                                               \
+    for (int k = 0; k < 8; k++)                                                                    \
+        s ^= a0[k];                                                                                \
     return s;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -149,8 +149,8 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     double best = 0.0;
     uint32_t started = 0;
 
-    if (!buf || n_threads == 0 || n_threads > MAX_THREADS || passes <= 0 ||
-        passes > MAX_PASSES || (mode != BENCH_BW_PLAIN && mode != BENCH_BW_PREFETCH))
+    if (!buf || n_threads == 0 || n_threads > MAX_THREADS || passes <= 0 || passes > MAX_PASSES ||
+        (mode != BENCH_BW_PLAIN && mode != BENCH_BW_PREFETCH))
         return -EINVAL;
     read_fn fn = pick_read(mode);
     size_t slice = (len / n_threads) & ~(size_t)255;
@@ -172,8 +172,15 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     if (pthread_barrier_init(&bar, NULL, n_threads) != 0)
         return -EAGAIN;
     for (uint32_t i = 0; i < n_threads; i++) {
-        jobs[i] = (struct bw_job){&bar, (const uint8_t *)buf + i * slice, slice, fn, i, passes,
-                                  stamps[0][i], stamps[1][i], 0};
+        jobs[i] = (struct bw_job){&bar,
+                                  (const uint8_t *)buf + i * slice,
+                                  slice,
+                                  fn,
+                                  i,
+                                  passes,
+                                  stamps[0][i],
+                                  stamps[1][i],
+                                  0};
         if (pthread_create(&th[i], NULL, bw_worker, &jobs[i]) != 0)
             break;
         started++;

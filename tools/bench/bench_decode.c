@@ -34,10 +34,10 @@ static const uint32_t decode_types[] = {PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q6_K, PL
 #define N_DECODE_TYPES (sizeof(decode_types) / sizeof(decode_types[0]))
 
 struct opts {
-    uint32_t n;      /* row length */
-    size_t mem;      /* large matrix bytes */
-    uint32_t n_vec;  /* decode vectors per pass (sessions in a step) */
-    bool swiglu;     /* the FFN's fused gate and up products (two matrices, half each) */
+    uint32_t n;     /* row length */
+    size_t mem;     /* large matrix bytes */
+    uint32_t n_vec; /* decode vectors per pass (sessions in a step) */
+    bool swiglu;    /* the FFN's fused gate and up products (two matrices, half each) */
     bool json;
 };
 
@@ -50,8 +50,7 @@ struct matrix {
 /* A matrix of type t, rows of n, about bytes big (whole rows, a multiple of 16), filled
  * with TILE_ROWS quantized random rows and repacked where the kernel has a layout of its
  * own. The random rows come from f (TILE_ROWS x n floats). */
-static int matrix_make(uint32_t t, uint32_t n, size_t bytes, const float *f,
-                       struct matrix *ret) {
+static int matrix_make(uint32_t t, uint32_t n, size_t bytes, const float *f, struct matrix *ret) {
     const struct pl_quant_kernels *k = pl_quant_kernels(t), *ref = pl_quant_kernels_ref(t);
     uint64_t rb, ab;
     if (!k || !ref || !ref->from_f32 || pl_type_row_bytes(t, n, &rb) < 0 ||
@@ -61,17 +60,22 @@ static int matrix_make(uint32_t t, uint32_t n, size_t bytes, const float *f,
     if (rows == 0)
         return -EINVAL;
     ret->bytes = (size_t)rows * rb;
-    ret->data = mmap(NULL, ret->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                     0);
+    ret->data = mmap(NULL, ret->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ret->data == MAP_FAILED)
         return -errno;
     (void)madvise(ret->data, ret->bytes, MADV_HUGEPAGE);
     ref->from_f32(f, ret->data, (int64_t)n * TILE_ROWS);
     for (uint32_t r = TILE_ROWS; r < rows; r++)
         memcpy(ret->data + (size_t)r * rb, ret->data + (size_t)(r % TILE_ROWS) * rb, rb);
-    ret->w = (struct pl_weight){.data = ret->data, .type = t, .n_cols = n, .n_rows = rows,
-                                .row_bytes = rb, .k = k, .vk = pl_quant_kernels(k->vec_dot_type),
-                                .act_row_bytes = ab, .name = "bench"};
+    ret->w = (struct pl_weight){.data = ret->data,
+                                .type = t,
+                                .n_cols = n,
+                                .n_rows = rows,
+                                .row_bytes = rb,
+                                .k = k,
+                                .vk = pl_quant_kernels(k->vec_dot_type),
+                                .act_row_bytes = ab,
+                                .name = "bench"};
     const int r = pl_mm_repack_weight(&ret->w);
     if (r < 0) {
         (void)munmap(ret->data, ret->bytes);
@@ -112,8 +116,13 @@ static int act_make(const struct pl_weight *w, uint32_t n_vec, const float *f,
     }
     for (uint32_t t = n_vec; half && t < PL_MM_HALF; t++)
         pl_mm_lay_clear(w->n_cols, buf, PL_MM_HALF, t);
-    *ret = (struct pl_mm_act){.xq = xq, .stride = xs, .tk = tk, .tiles = buf,
-                              .tile_bytes = lay, .n_tok = n_vec, .slots = slots};
+    *ret = (struct pl_mm_act){.xq = xq,
+                              .stride = xs,
+                              .tk = tk,
+                              .tiles = buf,
+                              .tile_bytes = lay,
+                              .n_tok = n_vec,
+                              .slots = slots};
     *ret_buf = buf;
     *ret_xq = xq;
     return 0;
@@ -250,8 +259,7 @@ int bench_decode_main(int argc, char **argv) {
         if (r == -ENOTSUP)
             continue; /* no decode kernel of its own on this CPU */
         if (r < 0) {
-            fprintf(stderr, "picolm-bench decode: type %u: %s\n", decode_types[i],
-                    strerror(-r));
+            fprintf(stderr, "picolm-bench decode: type %u: %s\n", decode_types[i], strerror(-r));
             free(f);
             return 1;
         }
@@ -265,19 +273,17 @@ int bench_decode_main(int argc, char **argv) {
         for (size_t i = 0; i < n_res; i++)
             printf("%s{\"type\":\"%s\",\"l2_gbs\":%.3f,\"mem_gbs\":%.3f,\"read_bw_gbs\":%.3f,"
                    "\"mem_over_bw\":%.3f,\"l2_over_bw\":%.3f}",
-                   i ? "," : "", res[i].name, res[i].l2 * 1e-9, res[i].mem * 1e-9,
-                   res[i].bw * 1e-9, res[i].mem / res[i].bw, res[i].l2 / res[i].bw);
+                   i ? "," : "", res[i].name, res[i].l2 * 1e-9, res[i].mem * 1e-9, res[i].bw * 1e-9,
+                   res[i].mem / res[i].bw, res[i].l2 / res[i].bw);
         printf("]}\n");
         return 0;
     }
     printf("picolm-bench decode: tiled kernels '%s', rows of %u, %u vector(s)%s, 1 thread\n",
            pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? ", gate+up (SwiGLU)" : "");
-    printf("%-5s | %9s %9s %9s | %8s %8s\n", "type", "L2", "memory", "read bw", "mem/bw",
-           "L2/bw");
+    printf("%-5s | %9s %9s %9s | %8s %8s\n", "type", "L2", "memory", "read bw", "mem/bw", "L2/bw");
     for (size_t i = 0; i < n_res; i++)
         printf("%-5s | %9.2f %9.2f %9.2f | %8.3f %7.2fx\n", res[i].name, res[i].l2 * 1e-9,
-               res[i].mem * 1e-9, res[i].bw * 1e-9, res[i].mem / res[i].bw,
-               res[i].l2 / res[i].bw);
+               res[i].mem * 1e-9, res[i].bw * 1e-9, res[i].mem / res[i].bw, res[i].l2 / res[i].bw);
     printf("(GB/s of weight bytes; L2 matrix %zu KiB, large matrix %zu MiB; read bw: the read\n"
            " loop over the large matrix's buffer, between its passes)\n",
            L2_BYTES >> 10, o.mem >> 20);

@@ -55,8 +55,8 @@ struct bw_child {
 };
 
 static void bw_child_serve(int fd) {
-    void *buf = mmap(NULL, BW_BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void *buf =
+        mmap(NULL, BW_BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf != MAP_FAILED) {
         (void)madvise(buf, BW_BUF_BYTES, MADV_HUGEPAGE);
         memset(buf, 0x5a, BW_BUF_BYTES); /* every page faulted in before any timing */
@@ -190,10 +190,10 @@ static uint64_t proc_status_bytes(const char *key) {
 
 struct results {
     double pp_tps, pp_best_tps, tg_tps, tg_best_tps;
-    double bw1, bwn;          /* at the start */
-    double bw_dec[MAX_REPS];  /* N threads, around each decode (the larger bracket) */
-    double tg_rep[MAX_REPS];  /* each decode's tok/s */
-    double ratio[MAX_REPS];   /* each decode's effective bandwidth / its bw_dec */
+    double bw1, bwn;         /* at the start */
+    double bw_dec[MAX_REPS]; /* N threads, around each decode (the larger bracket) */
+    double tg_rep[MAX_REPS]; /* each decode's tok/s */
+    double ratio[MAX_REPS];  /* each decode's effective bandwidth / its bw_dec */
     double bw_dec_med, ratio_med;
     uint64_t weight_bytes, file_bytes, kv_bytes, peak_rss, anon_rss, hugetlb;
     struct pl_weights_info wi;
@@ -241,21 +241,20 @@ static double run_decode(struct pl_ctx *c, int32_t first, uint32_t n_gen, uint32
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: picolm-bench engine --model FILE [--threads N] [--json] [--prompt N]\n"
-            "                           [--gen N] [--batch N] [--reps N] [--no-bw]\n"
-            "                           [--weights auto|thp|file]\n"
-            "  --threads N   forward-pass threads (default: 1 per allowed CPU)\n"
-            "  --prompt N    prefill prompt tokens (default 512)\n"
-            "  --gen N       decoded tokens (default 128)\n"
-            "  --batch N     tokens per pl_ctx_decode() call in prefill (default 512)\n"
-            "  --reps N      repetitions of prefill and decode (default 2): tok/s their mean,\n"
-            "                the decode's bandwidth ratio their median\n"
-            "  --no-bw       skip the read-bandwidth measurements (at the start and around\n"
-            "                each decode)\n"
-            "  --weights M   where the weights live, as picolmd's hugepages setting: auto\n"
-            "                (hugetlb, else THP; the default), thp, or file (the mapping)\n"
-            "  --json        one JSON object on stdout instead of text\n");
+    fprintf(f, "usage: picolm-bench engine --model FILE [--threads N] [--json] [--prompt N]\n"
+               "                           [--gen N] [--batch N] [--reps N] [--no-bw]\n"
+               "                           [--weights auto|thp|file]\n"
+               "  --threads N   forward-pass threads (default: 1 per allowed CPU)\n"
+               "  --prompt N    prefill prompt tokens (default 512)\n"
+               "  --gen N       decoded tokens (default 128)\n"
+               "  --batch N     tokens per pl_ctx_decode() call in prefill (default 512)\n"
+               "  --reps N      repetitions of prefill and decode (default 2): tok/s their mean,\n"
+               "                the decode's bandwidth ratio their median\n"
+               "  --no-bw       skip the read-bandwidth measurements (at the start and around\n"
+               "                each decode)\n"
+               "  --weights M   where the weights live, as picolmd's hugepages setting: auto\n"
+               "                (hugetlb, else THP; the default), thp, or file (the mapping)\n"
+               "  --json        one JSON object on stdout instead of text\n");
 }
 
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret) {
@@ -361,8 +360,7 @@ int bench_engine_main(int argc, char **argv) {
     res.weight_bytes = decode_weight_bytes(g);
     res.file_bytes = pl_gguf_file_size(g);
     const uint32_t n_ctx = PL_ALIGN_UP(PL_MAX(n_prompt, n_gen) + 1, 16u);
-    struct pl_ctx_opts co = {.n_ctx = n_ctx, .n_seq = 1, .n_batch = n_batch,
-                             .kv_type = PL_KV_F16};
+    struct pl_ctx_opts co = {.n_ctx = n_ctx, .n_seq = 1, .n_batch = n_batch, .kv_type = PL_KV_F16};
     if ((r = pl_ctx_new(m, &co, &c)) < 0) {
         fprintf(stderr, "engine: context: %s\n", pl_strerror(r));
         goto out;
@@ -439,17 +437,17 @@ int bench_engine_main(int argc, char **argv) {
     const double anon_overhead = (double)res.anon_rss - (double)res.kv_bytes -
                                  (anon_copy ? (double)res.wi.weight_bytes : 0.0);
     if (json) {
-        printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"tile_isa\":\"%s\",\"threads\":%" PRIu32
-               ",\"n_embd\":%" PRIu32 ",\"n_layer\":%" PRIu32 ",\"n_vocab\":%" PRIu32
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"isa\":\"%s\",\"tile_isa\":\"%s\",\"threads\":"
+               "%" PRIu32 ",\"n_embd\":%" PRIu32 ",\"n_layer\":%" PRIu32 ",\"n_vocab\":%" PRIu32
                ",\"prompt_tokens\":%" PRIu32 ",\"gen_tokens\":%" PRIu32 ",\"batch\":%" PRIu32
                ",\"reps\":%" PRIu32 ",\"weights\":\"%s\",\"packed_matrices\":%" PRIu32
                ",\"prefill_tok_s\":%.2f,\"prefill_best_tok_s\":%.2f"
                ",\"decode_tok_s\":%.2f,\"decode_best_tok_s\":%.2f"
                ",\"weight_bytes_per_token\":%" PRIu64 ",\"decode_effective_gb_s\":%.3f",
-               path, main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads, hp->n_embd, hp->n_layer,
-               hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing, res.wi.packed,
-               res.pp_tps, res.pp_best_tps,
-               res.tg_tps, res.tg_best_tps, res.weight_bytes, eff * 1e-9);
+               path, main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads, hp->n_embd,
+               hp->n_layer, hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing,
+               res.wi.packed, res.pp_tps, res.pp_best_tps, res.tg_tps, res.tg_best_tps,
+               res.weight_bytes, eff * 1e-9);
         printf(",\"decode_tok_s_reps\":[");
         for (uint32_t i = 0; i < reps; i++)
             printf("%s%.2f", i ? "," : "", res.tg_rep[i]);
@@ -469,14 +467,14 @@ int bench_engine_main(int argc, char **argv) {
         printf(",\"model_file_bytes\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
                ",\"peak_rss_bytes\":%" PRIu64 ",\"rss_overhead_bytes\":%.0f"
                ",\"anon_rss_bytes\":%" PRIu64 ",\"anon_overhead_bytes\":%.0f}\n",
-               res.file_bytes, res.kv_bytes, res.peak_rss, overhead, res.anon_rss,
-               anon_overhead);
+               res.file_bytes, res.kv_bytes, res.peak_rss, overhead, res.anon_rss, anon_overhead);
     } else {
         printf("model           %s (%s, isa %s, tiles %s, %" PRIu32 " threads)\n", path,
                main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads);
         printf("weights         on %s (%s)\n", res.wi.backing, res.wi.reason);
         printf("prefill         %.2f tok/s (best %.2f; %" PRIu32 " tokens, chunks of %" PRIu32
-               ")\n", res.pp_tps, res.pp_best_tps, n_prompt, n_batch);
+               ")\n",
+               res.pp_tps, res.pp_best_tps, n_prompt, n_batch);
         printf("decode          %.2f tok/s (best %.2f; %" PRIu32 " tokens)\n", res.tg_tps,
                res.tg_best_tps, n_gen);
         printf("weights/token   %.1f MB -> effective %.2f GB/s\n", res.weight_bytes * 1e-6,
@@ -492,11 +490,11 @@ int bench_engine_main(int argc, char **argv) {
             printf(")\n");
         }
         printf("peak RSS        %.1f MiB = model %.1f + KV %.1f + %.1f MiB\n",
-               res.peak_rss / 1048576.0, res.file_bytes / 1048576.0,
-               res.kv_bytes / 1048576.0, overhead / 1048576.0);
+               res.peak_rss / 1048576.0, res.file_bytes / 1048576.0, res.kv_bytes / 1048576.0,
+               overhead / 1048576.0);
         printf("anonymous RSS   %.1f MiB = %sKV %.1f + %.1f MiB (scratch, tokenizer, libc)\n",
-               res.anon_rss / 1048576.0, anon_copy ? "weights + " : "",
-               res.kv_bytes / 1048576.0, anon_overhead / 1048576.0);
+               res.anon_rss / 1048576.0, anon_copy ? "weights + " : "", res.kv_bytes / 1048576.0,
+               anon_overhead / 1048576.0);
     }
     goto out;
 

@@ -39,11 +39,11 @@
 struct opts {
     bool json;
     bool stream_only;
-    uint64_t rtt_iters;   /* polling and spin modes */
-    uint64_t sleep_iters; /* sleeping modes and SOCK_SEQPACKET */
+    uint64_t rtt_iters;      /* polling and spin modes */
+    uint64_t sleep_iters;    /* sleeping modes and SOCK_SEQPACKET */
     uint64_t spin_ns;        /* round trips: spin then sleep */
     uint64_t stream_spin_ns; /* streaming: spin then sleep */
-    uint64_t n64, n4k;    /* streamed records */
+    uint64_t n64, n4k;       /* streamed records */
 };
 
 static int cpu_a = -1, cpu_b = -1;
@@ -146,11 +146,11 @@ static uint64_t ipc_sleeps(void) {
 /* ---- Round trips ---- */
 
 enum mode {
-    MODE_POLL,         /* both sides spin forever */
-    MODE_SPIN,         /* spin spin_ns, then FUTEX_WAIT */
-    MODE_SLEEP_FUTEX,  /* no spin; client FUTEX_WAIT, broker io_uring futex wait */
-    MODE_SLEEP_EFD,    /* no spin; client blocking eventfd read, broker io_uring eventfd read */
-    MODE_SLEEP_POLL,   /* no spin; both poll + drain the eventfd (pl_ipc_doorbell_wait) */
+    MODE_POLL,        /* both sides spin forever */
+    MODE_SPIN,        /* spin spin_ns, then FUTEX_WAIT */
+    MODE_SLEEP_FUTEX, /* no spin; client FUTEX_WAIT, broker io_uring futex wait */
+    MODE_SLEEP_EFD,   /* no spin; client blocking eventfd read, broker io_uring eventfd read */
+    MODE_SLEEP_POLL,  /* no spin; both poll + drain the eventfd (pl_ipc_doorbell_wait) */
 };
 
 struct pct {
@@ -209,8 +209,7 @@ static int echo_sleep(struct session *s, struct pl_ipc_uring *u, bool futex) {
 }
 
 /* Echo server on the broker ends: read each record from sq, write it back on cq. */
-static void ring_echo_main(struct session *s, enum mode m, uint64_t spin_ns,
-                           struct echo_out *out) {
+static void ring_echo_main(struct session *s, enum mode m, uint64_t spin_ns, struct echo_out *out) {
     uint8_t buf[MSG_BYTES];
     struct pl_ipc_uring *u = NULL;
     bool futex = true;
@@ -294,8 +293,8 @@ static int ring_rtt(enum mode m, uint64_t spin_ns, uint64_t iters, struct rtt_re
     int r = session_open(&s, 1u << 16, 1024, m == MODE_SLEEP_EFD);
     if (r < 0)
         return r;
-    struct echo_out *out = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                                -1, 0);
+    struct echo_out *out =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     uint64_t *lat = calloc(iters, sizeof(*lat));
     if (out == MAP_FAILED || !lat)
         return -ENOMEM;
@@ -338,8 +337,8 @@ static int ring_rtt(enum mode m, uint64_t spin_ns, uint64_t iters, struct rtt_re
         ret->lat = percentiles(lat, iters);
         ret->client_sys = (double)(sys1 - sys0) / (double)iters;
         ret->broker_sys = (double)(out->sys_end - out->sys_at_mark) / (double)iters;
-        ret->broker_wait = m == MODE_SLEEP_FUTEX ? (out->used_futex ? "io_uring futex wait"
-                                                                    : "io_uring eventfd read")
+        ret->broker_wait = m == MODE_SLEEP_FUTEX
+                               ? (out->used_futex ? "io_uring futex wait" : "io_uring eventfd read")
                            : m == MODE_SLEEP_EFD ? "io_uring eventfd read"
                                                  : "";
     }
@@ -412,7 +411,7 @@ struct stream_result {
 };
 
 struct stream_out {
-    _Atomic uint64_t mark; /* the producer sets it at the start of the steady phase */
+    _Atomic uint64_t mark;   /* the producer sets it at the start of the steady phase */
     _Atomic uint64_t unmark; /* ... and at its end */
     uint64_t cons_sys, cons_vcsw, cons_sleeps, cons_preempt;
     uint64_t checksum;
@@ -426,8 +425,8 @@ static int stream(uint64_t n, uint32_t len, uint64_t spin_ns, struct stream_resu
     int r = session_open(&s, STREAM_RING_BYTES, 16384, false);
     if (r < 0)
         return r;
-    struct stream_out *out = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                                  -1, 0);
+    struct stream_out *out =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (out == MAP_FAILED)
         return -errno;
     pid_t pid = spawn();
@@ -579,8 +578,7 @@ int bench_ipc_main(int argc, char **argv) {
         } else if (i + 1 < argc && parse_u64(argv[i + 1], &v) &&
                    (!strcmp(argv[i], "--iters") || !strcmp(argv[i], "--sleep-iters") ||
                     !strcmp(argv[i], "--spin-us") || !strcmp(argv[i], "--stream-spin-us") ||
-                    !strcmp(argv[i], "--records64") ||
-                    !strcmp(argv[i], "--records4k"))) {
+                    !strcmp(argv[i], "--records64") || !strcmp(argv[i], "--records4k"))) {
             if (!strcmp(argv[i], "--iters"))
                 o.rtt_iters = v;
             else if (!strcmp(argv[i], "--sleep-iters"))
@@ -615,21 +613,25 @@ int bench_ipc_main(int argc, char **argv) {
         }
         for (int i = 0; i < 2; i++) {
             const struct stream_result *t = i ? &s4k : &s64;
-            printf("%-6s %7.2f M records/s %6.2f GB/s  ipc syscalls producer %" PRIu64
-                   " (%" PRIu64 " sleeps, %" PRIu64 " preempted) consumer %" PRIu64 " (%" PRIu64
+            printf("%-6s %7.2f M records/s %6.2f GB/s  ipc syscalls producer %" PRIu64 " (%" PRIu64
+                   " sleeps, %" PRIu64 " preempted) consumer %" PRIu64 " (%" PRIu64
                    " sleeps, %" PRIu64 " preempted) over %" PRIu64 " records\n",
                    i ? "4 KiB" : "64 B", t->rec_per_s / 1e6, t->gb_per_s, t->prod_sys,
-                   t->prod_sleeps, t->prod_preempt, t->cons_sys, t->cons_sleeps,
-                   t->cons_preempt, t->steady_records);
+                   t->prod_sleeps, t->prod_preempt, t->cons_sys, t->cons_sleeps, t->cons_preempt,
+                   t->steady_records);
         }
         return 0;
     }
     if ((r = seqpacket_rtt(o.sleep_iters, &sock)) < 0 ||
         (step = "ring polling", r = ring_rtt(MODE_POLL, 0, o.rtt_iters, &poll)) < 0 ||
-        (step = "ring spin-then-sleep", r = ring_rtt(MODE_SPIN, o.spin_ns, o.rtt_iters, &spin)) < 0 ||
-        (step = "ring sleeping futex", r = ring_rtt(MODE_SLEEP_FUTEX, 0, o.sleep_iters, &sl_futex)) < 0 ||
-        (step = "ring sleeping eventfd", r = ring_rtt(MODE_SLEEP_EFD, 0, o.sleep_iters, &sl_efd)) < 0 ||
-        (step = "ring sleeping poll", r = ring_rtt(MODE_SLEEP_POLL, 0, o.sleep_iters, &sl_poll)) < 0 ||
+        (step = "ring spin-then-sleep", r = ring_rtt(MODE_SPIN, o.spin_ns, o.rtt_iters, &spin)) <
+            0 ||
+        (step = "ring sleeping futex",
+         r = ring_rtt(MODE_SLEEP_FUTEX, 0, o.sleep_iters, &sl_futex)) < 0 ||
+        (step = "ring sleeping eventfd", r = ring_rtt(MODE_SLEEP_EFD, 0, o.sleep_iters, &sl_efd)) <
+            0 ||
+        (step = "ring sleeping poll", r = ring_rtt(MODE_SLEEP_POLL, 0, o.sleep_iters, &sl_poll)) <
+            0 ||
         (step = "stream 64B", r = stream(o.n64, 64, o.stream_spin_ns, &s64)) < 0 ||
         (step = "stream 4KiB", r = stream(o.n4k, 4096, o.stream_spin_ns, &s4k)) < 0) {
         fprintf(stderr, "picolm-bench ipc: %s failed: %s\n", step, pl_strerror(r));
@@ -678,22 +680,22 @@ int bench_ipc_main(int argc, char **argv) {
                    ",\"producer_ipc_syscalls\":%" PRIu64 ",\"consumer_ipc_syscalls\":%" PRIu64
                    ",\"producer_syscalls_per_record\":%.9f,\"consumer_syscalls_per_record\":%.9f"
                    ",\"producer_voluntary_switches\":%" PRIu64
-                   ",\"consumer_voluntary_switches\":%" PRIu64
-                   ",\"producer_sleeps\":%" PRIu64 ",\"consumer_sleeps\":%" PRIu64
-                   ",\"producer_involuntary_switches\":%" PRIu64
+                   ",\"consumer_voluntary_switches\":%" PRIu64 ",\"producer_sleeps\":%" PRIu64
+                   ",\"consumer_sleeps\":%" PRIu64 ",\"producer_involuntary_switches\":%" PRIu64
                    ",\"consumer_involuntary_switches\":%" PRIu64 "}",
                    i ? "," : "", streams[i].key, t->rec_per_s, t->gb_per_s, t->steady_records,
                    t->prod_sys, t->cons_sys, (double)t->prod_sys / (double)t->steady_records,
                    (double)t->cons_sys / (double)t->steady_records, t->prod_vcsw, t->cons_vcsw,
                    t->prod_sleeps, t->cons_sleeps, t->prod_preempt, t->cons_preempt);
         }
-        printf("},\"targets\":{\"polling_p50_le_1_20_seqpacket\":%s,\"spin_p50_le_1_20_seqpacket\":%s,"
-               "\"sleeping_p50_le_seqpacket\":%s,\"zero_syscalls_streaming\":%s}}\n",
-               t_poll ? "true" : "false", t_spin ? "true" : "false", t_sleep ? "true" : "false",
-               t_sys ? "true" : "false");
+        printf(
+            "},\"targets\":{\"polling_p50_le_1_20_seqpacket\":%s,\"spin_p50_le_1_20_seqpacket\":%s,"
+            "\"sleeping_p50_le_seqpacket\":%s,\"zero_syscalls_streaming\":%s}}\n",
+            t_poll ? "true" : "false", t_spin ? "true" : "false", t_sleep ? "true" : "false",
+            t_sys ? "true" : "false");
     } else {
-        printf("picolm-bench ipc: 64-byte round trips, processes pinned to CPUs %d and %d\n",
-               cpu_a, cpu_b);
+        printf("picolm-bench ipc: 64-byte round trips, processes pinned to CPUs %d and %d\n", cpu_a,
+               cpu_b);
         printf("  %-27s %9s %9s %9s %11s %13s\n", "round trip (ns)", "p50", "p99", "p99.9",
                "p50/seqpkt", "syscalls c/b");
         for (size_t i = 0; i < n_rows; i++) {
@@ -703,13 +705,14 @@ int bench_ipc_main(int argc, char **argv) {
             if (rows[i].target > 0)
                 snprintf(tgt, sizeof(tgt), "(target <= %.2f: %s)", rows[i].target,
                          ratio <= rows[i].target ? "ok" : "MISSED");
-            printf("  %-27s %9.0f %9.0f %9.0f %11.3f %6.2f/%-6.2f %s\n", rows[i].label,
-                   p->lat.p50, p->lat.p99, p->lat.p999, ratio, p->client_sys, p->broker_sys, tgt);
+            printf("  %-27s %9.0f %9.0f %9.0f %11.3f %6.2f/%-6.2f %s\n", rows[i].label, p->lat.p50,
+                   p->lat.p99, p->lat.p999, ratio, p->client_sys, p->broker_sys, tgt);
         }
         printf("  (syscalls per round trip, client/broker; the sleeping broker waits with %s)\n",
                sl_futex.broker_wait);
         printf("  one-way stream (spin %.1f us then futex sleep), ipc syscalls per record over "
-               "the steady 80%%:\n", (double)o.stream_spin_ns / 1000);
+               "the steady 80%%:\n",
+               (double)o.stream_spin_ns / 1000);
         for (size_t i = 0; i < 2; i++) {
             const struct stream_result *t = streams[i].p;
             printf("    %-6s records: %7.2f M records/s %6.2f GB/s\n"

@@ -20,18 +20,17 @@
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
 
-#define N_COLS 4096            /* row length: a multiple of every block size */
-#define TILE_ROWS 64           /* rows quantized for real, then tiled over the matrix */
+#define N_COLS 4096  /* row length: a multiple of every block size */
+#define TILE_ROWS 64 /* rows quantized for real, then tiled over the matrix */
 #define DEFAULT_MEM_MIB 256
 #define DEFAULT_MIN_TIME_S 0.25
 #define MEM_PASSES 3
 #define BW_PASSES 5
 
 static const uint32_t bench_types[] = {
-    PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q6_K, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_0,
-    PL_GGML_TYPE_Q4_1, PL_GGML_TYPE_Q5_0, PL_GGML_TYPE_Q5_1, PL_GGML_TYPE_Q2_K,
-    PL_GGML_TYPE_Q3_K, PL_GGML_TYPE_Q5_K, PL_GGML_TYPE_F16,  PL_GGML_TYPE_BF16,
-    PL_GGML_TYPE_F32,
+    PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q6_K, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q4_1,
+    PL_GGML_TYPE_Q5_0, PL_GGML_TYPE_Q5_1, PL_GGML_TYPE_Q2_K, PL_GGML_TYPE_Q3_K, PL_GGML_TYPE_Q5_K,
+    PL_GGML_TYPE_F16,  PL_GGML_TYPE_BF16, PL_GGML_TYPE_F32,
 };
 #define N_BENCH_TYPES (sizeof(bench_types) / sizeof(bench_types[0]))
 
@@ -83,8 +82,8 @@ static float pass(pl_quant_vec_dot_fn dot, const uint8_t *w, uint64_t row_bytes,
 
 /* Weight bytes per second of dot over the matrix: repeated passes for at least min_time
  * (best pass), or best of `passes` when passes > 0. */
-static double rate(pl_quant_vec_dot_fn dot, const uint8_t *w, uint64_t row_bytes,
-                   size_t n_rows, const void *x, double min_time, int passes, float *sink) {
+static double rate(pl_quant_vec_dot_fn dot, const uint8_t *w, uint64_t row_bytes, size_t n_rows,
+                   const void *x, double min_time, int passes, float *sink) {
     double best = 0.0, spent = 0.0;
     for (int p = 0; passes > 0 ? p < passes : spent < min_time; p++) {
         double t0 = now_s();
@@ -200,7 +199,7 @@ static int parse(int argc, char **argv, struct opts *o) {
     return 0;
 }
 
-#define GBS(x) ((x) * 1e-9)
+#define GBS(x) (1e-9 * (x))
 
 struct bw {
     double plain, prefetch; /* bytes/s of the read loop without/with software prefetch */
@@ -240,10 +239,10 @@ static void print_json(const struct result *res, size_t n, const struct bw *b,
         printf("%s{\"type\":\"%s\",\"row_bytes\":%llu,\"l2_ref_gbs\":%.3f,\"l2_simd_gbs\":%.3f,"
                "\"speedup_l2\":%.2f,\"mem_ref_gbs\":%.3f,\"mem_simd_gbs\":%.3f,"
                "\"speedup_mem\":%.2f,\"mem_simd_over_bw\":%.3f,\"l2_simd_over_bw\":%.3f}",
-               i ? "," : "", res[i].name, (unsigned long long)res[i].row_bytes,
-               GBS(res[i].l2_ref), GBS(res[i].l2_simd), res[i].l2_simd / res[i].l2_ref,
-               GBS(res[i].mem_ref), GBS(res[i].mem_simd), res[i].mem_simd / res[i].mem_ref,
-               res[i].mem_simd / bw, res[i].l2_simd / bw);
+               i ? "," : "", res[i].name, (unsigned long long)res[i].row_bytes, GBS(res[i].l2_ref),
+               GBS(res[i].l2_simd), res[i].l2_simd / res[i].l2_ref, GBS(res[i].mem_ref),
+               GBS(res[i].mem_simd), res[i].mem_simd / res[i].mem_ref, res[i].mem_simd / bw,
+               res[i].l2_simd / bw);
     printf("]}\n");
 }
 
@@ -277,8 +276,8 @@ int bench_kernels_main(int argc, char **argv) {
         return 2;
     }
     pl_quant_init();
-    uint8_t *mem = mmap(NULL, o.mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
+    uint8_t *mem =
+        mmap(NULL, o.mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         fprintf(stderr, "picolm-bench kernels: cannot map %zu MiB: %s\n", o.mem_bytes >> 20,
                 strerror(errno));

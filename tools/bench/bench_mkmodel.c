@@ -28,11 +28,11 @@ struct shape {
  * of the "_M" mixes. */
 struct recipe {
     const char *name;
-    uint32_t base;       /* enum pl_ggml_type of most matrices */
-    uint32_t output;     /* output.weight */
-    uint32_t more_bits;  /* attn_v and ffn_down on the layers use_more_bits() picks; = base
-                            when the recipe has no such rule */
-    uint32_t file_type;  /* general.file_type (llama_ftype) */
+    uint32_t base;      /* enum pl_ggml_type of most matrices */
+    uint32_t output;    /* output.weight */
+    uint32_t more_bits; /* attn_v and ffn_down on the layers use_more_bits() picks; = base
+                           when the recipe has no such rule */
+    uint32_t file_type; /* general.file_type (llama_ftype) */
 };
 
 static const struct recipe mixes[] = {
@@ -43,20 +43,34 @@ static const struct recipe mixes[] = {
 /* llama_ftype of a single-type model; 0 when the type has no ftype of its own. */
 static uint32_t ftype_of(uint32_t t) {
     switch (t) {
-    case PL_GGML_TYPE_F32: return 0;
-    case PL_GGML_TYPE_F16: return 1;
-    case PL_GGML_TYPE_Q4_0: return 2;
-    case PL_GGML_TYPE_Q4_1: return 3;
-    case PL_GGML_TYPE_Q8_0: return 7;
-    case PL_GGML_TYPE_Q5_0: return 8;
-    case PL_GGML_TYPE_Q5_1: return 9;
-    case PL_GGML_TYPE_Q2_K: return 10;
-    case PL_GGML_TYPE_Q3_K: return 11;
-    case PL_GGML_TYPE_Q4_K: return 14;
-    case PL_GGML_TYPE_Q5_K: return 16;
-    case PL_GGML_TYPE_Q6_K: return 18;
-    case PL_GGML_TYPE_BF16: return 32;
-    default: return 0;
+    case PL_GGML_TYPE_F32:
+        return 0;
+    case PL_GGML_TYPE_F16:
+        return 1;
+    case PL_GGML_TYPE_Q4_0:
+        return 2;
+    case PL_GGML_TYPE_Q4_1:
+        return 3;
+    case PL_GGML_TYPE_Q8_0:
+        return 7;
+    case PL_GGML_TYPE_Q5_0:
+        return 8;
+    case PL_GGML_TYPE_Q5_1:
+        return 9;
+    case PL_GGML_TYPE_Q2_K:
+        return 10;
+    case PL_GGML_TYPE_Q3_K:
+        return 11;
+    case PL_GGML_TYPE_Q4_K:
+        return 14;
+    case PL_GGML_TYPE_Q5_K:
+        return 16;
+    case PL_GGML_TYPE_Q6_K:
+        return 18;
+    case PL_GGML_TYPE_BF16:
+        return 32;
+    default:
+        return 0;
     }
 }
 
@@ -73,11 +87,10 @@ static int parse_recipe(const char *s, struct recipe *ret) {
         const struct pl_quant_kernels *k = pl_quant_kernels(t);
         if (!ti || !ti->name || strcmp(ti->name, s) != 0)
             continue;
-        if (!k || !k->from_f32 || !k->vec_dot || t == PL_GGML_TYPE_Q8_1 ||
-            t == PL_GGML_TYPE_Q8_K)
+        if (!k || !k->from_f32 || !k->vec_dot || t == PL_GGML_TYPE_Q8_1 || t == PL_GGML_TYPE_Q8_K)
             return -PL_ERR_UNSUPPORTED;
-        bool plain = t == PL_GGML_TYPE_F32 || t == PL_GGML_TYPE_F16 ||
-                     t == PL_GGML_TYPE_BF16 || t == PL_GGML_TYPE_Q8_0;
+        bool plain = t == PL_GGML_TYPE_F32 || t == PL_GGML_TYPE_F16 || t == PL_GGML_TYPE_BF16 ||
+                     t == PL_GGML_TYPE_Q8_0;
         *ret = (struct recipe){ti->name, t, plain ? t : PL_GGML_TYPE_Q6_K, t, ftype_of(t)};
         return 0;
     }
@@ -266,14 +279,13 @@ static int write_tensor(struct bench_gguf_writer *w, const struct tensor_spec *t
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: picolm-bench mkmodel --shape tinyllama-1.1b|llama2-7b|"
-            "N_EMBD,N_LAYER,N_HEAD,N_HEAD_KV,N_FF\n"
-            "                            --type Q4_K_M|Q5_K_M|Q4_0|Q8_0|F16|F32|<type>\n"
-            "                            --vocab-from FILE.gguf --out FILE [--seed N] "
-            "[--ctx N]\n"
-            "Writes a LLaMA GGUF of that shape with seeded random weights quantized by the\n"
-            "engine's quantizers and every tokenizer.* key copied from --vocab-from.\n");
+    fprintf(f, "usage: picolm-bench mkmodel --shape tinyllama-1.1b|llama2-7b|"
+               "N_EMBD,N_LAYER,N_HEAD,N_HEAD_KV,N_FF\n"
+               "                            --type Q4_K_M|Q5_K_M|Q4_0|Q8_0|F16|F32|<type>\n"
+               "                            --vocab-from FILE.gguf --out FILE [--seed N] "
+               "[--ctx N]\n"
+               "Writes a LLaMA GGUF of that shape with seeded random weights quantized by the\n"
+               "engine's quantizers and every tokenizer.* key copied from --vocab-from.\n");
 }
 
 int bench_mkmodel_main(int argc, char **argv) {
@@ -333,8 +345,10 @@ int bench_mkmodel_main(int argc, char **argv) {
         return 2;
     }
     if (parse_shape(shape_s, &sh) < 0) {
-        fprintf(stderr, "mkmodel: bad --shape '%.64s' (N_HEAD must divide N_EMBD, N_HEAD_KV "
-                        "divide N_HEAD)\n", shape_s);
+        fprintf(stderr,
+                "mkmodel: bad --shape '%.64s' (N_HEAD must divide N_EMBD, N_HEAD_KV "
+                "divide N_HEAD)\n",
+                shape_s);
         return 2;
     }
     r = parse_recipe(type_s, &rc);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* picolm-bench serve: what serving through picolmd costs and gains. In one run it measures the
  * model's in-process greedy decode (pl_engine directly, no daemon), then starts the built
- * picolmd on the same model in a temporary socket directory and, for each client count N, forks N processes that each stream one greedy
- * generation through libpicolm at the same moment. Reports aggregate and per-client tok/s,
- * TTFT and inter-token latency percentiles, and the end-to-end latency of 1-token requests
- * against their in-process cost (both measured in alternating blocks, so that a slower stretch
- * of a shared machine weighs on both alike). */
+ * picolmd on the same model in a temporary socket directory and, for each client count N, forks N
+ * processes that each stream one greedy generation through libpicolm at the same moment. Reports
+ * aggregate and per-client tok/s, TTFT and inter-token latency percentiles, and the end-to-end
+ * latency of 1-token requests against their in-process cost (both measured in alternating blocks,
+ * so that a slower stretch of a shared machine weighs on both alike). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -65,12 +65,12 @@ static uint64_t pct(uint64_t *v, size_t n, double p) {
  * can be interleaved with the 1-client rounds: a slower or busier stretch of the machine
  * then weighs on both sides of the comparison alike. */
 struct inproc {
-    char backing[16];        /* where the weights were placed (as picolmd places them) */
-    double decode_tok_s;     /* greedy decode, one sequence: median of the runs */
-    double e2e_tok_s;        /* the same runs from the prompt on: n_tokens / (prefill, first
-                                token, decode), as a client's generation is timed */
-    uint64_t one_token_ns;   /* median: prompt prefill + sample one token (measured beside
-                                the broker's: one_token_compare()) */
+    char backing[16];      /* where the weights were placed (as picolmd places them) */
+    double decode_tok_s;   /* greedy decode, one sequence: median of the runs */
+    double e2e_tok_s;      /* the same runs from the prompt on: n_tokens / (prefill, first
+                              token, decode), as a client's generation is timed */
+    uint64_t one_token_ns; /* median: prompt prefill + sample one token (measured beside
+                              the broker's: one_token_compare()) */
     uint32_t n_prompt;
     uint32_t n_gen;
     uint32_t n_tokens;
@@ -106,8 +106,7 @@ static int inproc_one_token(struct inproc *ip, uint64_t *v, int n) {
         pl_ctx_seq_clear(ip->ctx, 0);
         pl_sampler_reset(ip->smp);
         uint64_t t0 = pl_now_ns();
-        struct pl_batch b = {.n = ip->n_prompt, .token = ip->toks, .pos = ip->pos,
-                             .seq = ip->seq};
+        struct pl_batch b = {.n = ip->n_prompt, .token = ip->toks, .pos = ip->pos, .seq = ip->seq};
         int r = pl_ctx_decode(ip->ctx, &b, ip->logits);
         if (r < 0)
             return r;
@@ -164,8 +163,8 @@ static int inproc_open(const char *model_path, uint32_t n_threads, const char *p
     struct pl_model_opts mo = {.n_threads = n_threads};
     int r = pl_model_load(model_path, &mo, &m, err, sizeof(err));
     if (r < 0) {
-        fprintf(stderr, "picolm-bench serve: cannot load %s: %s (%s)\n", model_path,
-                pl_strerror(r), err);
+        fprintf(stderr, "picolm-bench serve: cannot load %s: %s (%s)\n", model_path, pl_strerror(r),
+                err);
         return r;
     }
     /* The weights where picolmd puts them (and picolm generate --model): 2 MiB pages when it
@@ -271,8 +270,8 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
         if (devnull >= 0 && !getenv("PICOLM_BENCH_DAEMON_LOG"))
             (void)dup2(devnull, STDERR_FILENO);
         char *argv[14 + MAX_DAEMON_ARGS] = {
-            (char *)picolmd, "--model", (char *)model, "--socket-dir", d->dir, "--foreground",
-            "--max-sessions", sessions, "--max-active", active, "--ctx", ctx};
+            (char *)picolmd,  "--model", (char *)model,  "--socket-dir", d->dir,  "--foreground",
+            "--max-sessions", sessions,  "--max-active", active,         "--ctx", ctx};
         for (size_t i = 0; i < n_extra; i++)
             argv[12 + i] = extra[i];
         execv(picolmd, argv);
@@ -284,8 +283,10 @@ static int daemon_start(struct daemon *d, const char *picolmd, const char *model
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
             d->pid = 0;
-            fprintf(stderr, "picolm-bench serve: %s exited during start-up (status %d); set "
-                            "PICOLM_BENCH_DAEMON_LOG=1 to see its log\n", picolmd, status);
+            fprintf(stderr,
+                    "picolm-bench serve: %s exited during start-up (status %d); set "
+                    "PICOLM_BENCH_DAEMON_LOG=1 to see its log\n",
+                    picolmd, status);
             return -ECHILD;
         }
         picolm_client *c;
@@ -329,12 +330,12 @@ static void daemon_stop(struct daemon *d) {
 
 /* Per-client results in a MAP_SHARED area the children write. */
 struct client_rec {
-    int32_t status;          /* picolm status of the generation */
+    int32_t status; /* picolm status of the generation */
     uint32_t n_tokens;
-    uint32_t n_itl;          /* gaps recorded */
-    uint32_t n_first;        /* tokens in the first chunk */
+    uint32_t n_itl;                           /* gaps recorded */
+    uint32_t n_first;                         /* tokens in the first chunk */
     uint64_t t_start, t_first, t_last, t_end; /* submit, first and last token, return */
-    uint64_t itl[];          /* [max tokens] per-token gaps after the first token, ns */
+    uint64_t itl[]; /* [max tokens] per-token gaps after the first token, ns */
 };
 
 struct run_ctx {
@@ -485,8 +486,8 @@ static int run_round(const struct run_ctx *rc, uint32_t n_clients, struct round 
          * they all came within DECODE_SPAN_MIN_NS of it (a tiny model's whole answer can
          * arrive in one read): the rate would be the client's reading speed. */
         if (r->n_tokens > r->n_first && r->t_last - r->t_first >= DECODE_SPAN_MIN_NS) {
-            sum_decode += (double)(r->n_tokens - r->n_first) * 1e9 /
-                          (double)(r->t_last - r->t_first);
+            sum_decode +=
+                (double)(r->n_tokens - r->n_first) * 1e9 / (double)(r->t_last - r->t_first);
             n_decode++;
         }
         if (rate < ret->client_tok_s_min)
@@ -584,8 +585,8 @@ static int one_token_compare(const char *sock, const char *prompt, struct inproc
             vq[i] = res.queue_ns;
             vt[i] = res.ttft_ns;
             if (r != PICOLM_OK) {
-                fprintf(stderr, "picolm-bench serve: 1-token request: %s: %s\n",
-                        picolm_strerror(r), picolm_last_error(c));
+                fprintf(stderr, "picolm-bench serve: 1-token request: %s: %s\n", picolm_strerror(r),
+                        picolm_last_error(c));
                 picolm_close(c);
                 return r;
             }
@@ -713,23 +714,24 @@ static void print_json_str(const char *s) {
 /* ---- Command line ---- */
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N] [--threads N]\n"
-            "                          [--prompt TEXT] [--picolmd PATH] [--daemon-arg ARG]...\n"
-            "                          [--loaded-ttft N] [--reps N] [--json]\n"
-            "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
-            "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
-            "  --tokens N      tokens each client generates (default 64)\n"
-            "  --prompt TEXT   prompt of every request (default: a short story opening)\n"
-            "  --threads N     in-process baseline threads (default: 1 per CPU; match the\n"
-            "                  daemon's, e.g. --threads 1 with --daemon-arg --cpus --daemon-arg 0)\n"
-            "  --picolmd PATH  broker binary (default: picolmd beside this program)\n"
-            "  --daemon-arg A  pass A on to picolmd (repeat: --daemon-arg --cpus --daemon-arg 0)\n"
-            "  --loaded-ttft N also: TTFT of a short streamed request idle and while N other\n"
-            "                  clients stream (medians of 40)\n"
-            "  --reps N        in-process decode runs and rounds per client count; the median\n"
-            "                  is reported (default 5)\n"
-            "  --json          one JSON object on stdout instead of text\n");
+    fprintf(
+        f,
+        "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N] [--threads N]\n"
+        "                          [--prompt TEXT] [--picolmd PATH] [--daemon-arg ARG]...\n"
+        "                          [--loaded-ttft N] [--reps N] [--json]\n"
+        "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
+        "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
+        "  --tokens N      tokens each client generates (default 64)\n"
+        "  --prompt TEXT   prompt of every request (default: a short story opening)\n"
+        "  --threads N     in-process baseline threads (default: 1 per CPU; match the\n"
+        "                  daemon's, e.g. --threads 1 with --daemon-arg --cpus --daemon-arg 0)\n"
+        "  --picolmd PATH  broker binary (default: picolmd beside this program)\n"
+        "  --daemon-arg A  pass A on to picolmd (repeat: --daemon-arg --cpus --daemon-arg 0)\n"
+        "  --loaded-ttft N also: TTFT of a short streamed request idle and while N other\n"
+        "                  clients stream (medians of 40)\n"
+        "  --reps N        in-process decode runs and rounds per client count; the median\n"
+        "                  is reported (default 5)\n"
+        "  --json          one JSON object on stdout instead of text\n");
 }
 
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *ret) {
@@ -891,46 +893,44 @@ int bench_serve_main(int argc, char **argv) {
         print_json_str(ip.backing);
         printf(",\"tokens\":%u,\"prompt_tokens\":%u,"
                "\"inproc_decode_tok_s\":%.2f,\"inproc_e2e_tok_s\":%.2f,"
-               "\"inproc_one_token_ns\":%" PRIu64
-               ",\"daemon_one_token_ns\":%" PRIu64 ",\"daemon_one_token_broker_queue_ns\":%"
-               PRIu64 ",\"daemon_one_token_broker_ttft_ns\":%" PRIu64 ",\"loaded_clients\":%u,"
+               "\"inproc_one_token_ns\":%" PRIu64 ",\"daemon_one_token_ns\":%" PRIu64
+               ",\"daemon_one_token_broker_queue_ns\":%" PRIu64
+               ",\"daemon_one_token_broker_ttft_ns\":%" PRIu64 ",\"loaded_clients\":%u,"
                "\"ttft_idle_ns\":%" PRIu64 ",\"ttft_loaded_ns\":%" PRIu64
                ",\"ttft_idle_broker_ns\":%" PRIu64 ",\"ttft_loaded_broker_ns\":%" PRIu64
                ",\"rounds\":[",
                n_tokens, ip.n_prompt, ip.decode_tok_s, ip.e2e_tok_s, ip.one_token_ns, one.total_ns,
-               one.broker_queue_ns, one.broker_ttft_ns, loaded_n,
-               ttft_idle, ttft_loaded, ttft_idle_v[1], ttft_loaded_v[1]);
+               one.broker_queue_ns, one.broker_ttft_ns, loaded_n, ttft_idle, ttft_loaded,
+               ttft_idle_v[1], ttft_loaded_v[1]);
         for (size_t i = 0; i < n_counts; i++) {
             const struct round *r = &rounds[i];
             printf("%s{\"clients\":%u,\"failed\":%u,\"aggregate_tok_s\":%.2f,"
                    "\"client_tok_s_mean\":%.2f,\"client_tok_s_min\":%.2f,"
-                   "\"decode_tok_s_mean\":%.2f,\"ttft_p50_ns\":%" PRIu64
-                   ",\"ttft_p99_ns\":%" PRIu64 ",\"itl_p50_ns\":%" PRIu64
-                   ",\"itl_p99_ns\":%" PRIu64 "}",
+                   "\"decode_tok_s_mean\":%.2f,\"ttft_p50_ns\":%" PRIu64 ",\"ttft_p99_ns\":%" PRIu64
+                   ",\"itl_p50_ns\":%" PRIu64 ",\"itl_p99_ns\":%" PRIu64 "}",
                    i ? "," : "", r->n_clients, r->n_failed, r->aggregate_tok_s,
-                   r->client_tok_s_mean, r->client_tok_s_min, r->decode_tok_s_mean,
-                   r->ttft_p50, r->ttft_p99,
-                   r->itl_p50, r->itl_p99);
+                   r->client_tok_s_mean, r->client_tok_s_min, r->decode_tok_s_mean, r->ttft_p50,
+                   r->ttft_p99, r->itl_p50, r->itl_p99);
         }
         printf("]}\n");
     } else {
         printf("model %s, prompt %u tokens, %u generated tokens per client, greedy\n", model,
                ip.n_prompt, n_tokens);
         printf("in-process (pl_engine, 1 sequence, weights on %s): decode %.1f tok/s (%.1f tok/s "
-               "from the prompt on); 1-token request %.3f ms\n", ip.backing, ip.decode_tok_s,
-               ip.e2e_tok_s, (double)ip.one_token_ns / 1e6);
+               "from the prompt on); 1-token request %.3f ms\n",
+               ip.backing, ip.decode_tok_s, ip.e2e_tok_s, (double)ip.one_token_ns / 1e6);
         printf("through picolmd: 1-token request %.3f ms end to end (%.3f ms over in-process; "
                "broker: %.3f ms from receipt to the step, %.3f ms to the token; medians of %u "
                "each side, alternating in blocks of %u)\n",
-               (double)one.total_ns / 1e6,
-               ((double)one.total_ns - (double)ip.one_token_ns) / 1e6,
+               (double)one.total_ns / 1e6, ((double)one.total_ns - (double)ip.one_token_ns) / 1e6,
                (double)one.broker_queue_ns / 1e6, (double)one.broker_ttft_ns / 1e6, one.n,
                one.n / ONE_TOKEN_BLOCKS);
         if (loaded_n)
             printf("TTFT of a short streamed request (submit to first token, p50 of %d): %.3f ms "
                    "idle, %.3f ms while %u clients stream (x%.2f; broker from receipt: %.3f / "
-                   "%.3f ms)\n", TTFT_REPS, (double)ttft_idle / 1e6, (double)ttft_loaded / 1e6,
-                   loaded_n, ttft_idle ? (double)ttft_loaded / (double)ttft_idle : 0.0,
+                   "%.3f ms)\n",
+                   TTFT_REPS, (double)ttft_idle / 1e6, (double)ttft_loaded / 1e6, loaded_n,
+                   ttft_idle ? (double)ttft_loaded / (double)ttft_idle : 0.0,
                    (double)ttft_idle_v[1] / 1e6, (double)ttft_loaded_v[1] / 1e6);
         printf("%7s %6s %12s %12s %12s %12s %10s %10s %10s %10s\n", "clients", "failed",
                "agg tok/s", "client mean", "client min", "decode/cl", "TTFT p50", "TTFT p99",
@@ -942,13 +942,11 @@ int bench_serve_main(int argc, char **argv) {
                 (void)snprintf(dec, sizeof(dec), "%.1f", r->decode_tok_s_mean);
             printf("%7u %6u %12.1f %12.1f %12.1f %12s %8.2fms %8.2fms %8.3fms %8.3fms\n",
                    r->n_clients, r->n_failed, r->aggregate_tok_s, r->client_tok_s_mean,
-                   r->client_tok_s_min, dec, (double)r->ttft_p50 / 1e6,
-                   (double)r->ttft_p99 / 1e6, (double)r->itl_p50 / 1e6,
-                   (double)r->itl_p99 / 1e6);
+                   r->client_tok_s_min, dec, (double)r->ttft_p50 / 1e6, (double)r->ttft_p99 / 1e6,
+                   (double)r->itl_p50 / 1e6, (double)r->itl_p99 / 1e6);
         }
         for (size_t i = 0; i < n_counts; i++)
-            if (rounds[i].n_clients == 1 && ip.decode_tok_s > 0 &&
-                rounds[i].decode_tok_s_mean > 0)
+            if (rounds[i].n_clients == 1 && ip.decode_tok_s > 0 && rounds[i].decode_tok_s_mean > 0)
                 printf("1 client through picolmd: %.1f tok/s from submit to the last token = "
                        "%.1f%% of in-process from the prompt on (%.1f tok/s between its first "
                        "and last token: %.1f%% of in-process decode)\n",

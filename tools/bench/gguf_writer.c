@@ -35,17 +35,17 @@ struct tensor_info {
 
 struct bench_gguf_writer {
     uint32_t alignment;
-    struct buf kv;          /* serialised key/values */
+    struct buf kv; /* serialised key/values */
     uint64_t n_kv;
-    char **keys;            /* [n_kv] for the uniqueness check */
-    struct tensor_info *t;  /* [n_t] */
+    char **keys;           /* [n_kv] for the uniqueness check */
+    struct tensor_info *t; /* [n_t] */
     uint64_t n_t, cap_t;
-    uint64_t data_bytes;    /* data section size, padding included */
+    uint64_t data_bytes; /* data section size, padding included */
 
     FILE *f;
-    uint64_t cur;           /* tensor being written */
-    uint64_t cur_done;      /* bytes of it written */
-    uint64_t pos;           /* bytes written in the data section */
+    uint64_t cur;      /* tensor being written */
+    uint64_t cur_done; /* bytes of it written */
+    uint64_t pos;      /* bytes written in the data section */
 };
 
 /* ---- Byte buffer ---- */
@@ -118,8 +118,7 @@ void bench_gguf_writer_free(struct bench_gguf_writer *w) {
 
 /* Checks the key and appends "key, value type" to the metadata; the caller appends the
  * value. */
-static int kv_begin(struct bench_gguf_writer *w, const char *key, uint64_t key_len,
-                    uint32_t type) {
+static int kv_begin(struct bench_gguf_writer *w, const char *key, uint64_t key_len, uint32_t type) {
     if (!w || !key || key_len == 0 || key_len > PL_GGUF_MAX_KEY_LEN || w->f)
         return -EINVAL;
     if (w->n_kv >= PL_GGUF_MAX_KV)

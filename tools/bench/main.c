@@ -14,11 +14,16 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     {"ipc", "shared-memory ring and doorbell latency/throughput vs SOCK_SEQPACKET", bench_ipc_main},
-    {"mkmodel", "write a random-weight LLaMA GGUF of a given shape and quant type", bench_mkmodel_main},
-    {"engine", "prefill/decode tok/s, decode bandwidth vs the machine's read bandwidth", bench_engine_main},
-    {"kernels", "vec_dot GB/s per type (scalar vs SIMD, L2 and memory) vs read bandwidth", bench_kernels_main},
-    {"decode", "decode matrix products as the forward pass runs them, GB/s vs read bandwidth", bench_decode_main},
-    {"serve", "picolmd + N libpicolm client processes: tok/s, TTFT, ITL vs in-process", bench_serve_main},
+    {"mkmodel", "write a random-weight LLaMA GGUF of a given shape and quant type",
+     bench_mkmodel_main},
+    {"engine", "prefill/decode tok/s, decode bandwidth vs the machine's read bandwidth",
+     bench_engine_main},
+    {"kernels", "vec_dot GB/s per type (scalar vs SIMD, L2 and memory) vs read bandwidth",
+     bench_kernels_main},
+    {"decode", "decode matrix products as the forward pass runs them, GB/s vs read bandwidth",
+     bench_decode_main},
+    {"serve", "picolmd + N libpicolm client processes: tok/s, TTFT, ITL vs in-process",
+     bench_serve_main},
 };
 
 static void usage(FILE *f) {

@@ -68,8 +68,8 @@ void pl_ctl_admin_close(struct pl_ctl_admin *a) {
 }
 
 int pl_ctl_admin_call(struct pl_ctl_admin *a, Picolm__Admin__V1__AdminRequest *req,
-                      Picolm__Admin__V1__AdminResponse **ret, enum pl_ctl_fail *ret_fail,
-                      char *err, size_t err_len) {
+                      Picolm__Admin__V1__AdminResponse **ret, enum pl_ctl_fail *ret_fail, char *err,
+                      size_t err_len) {
     uint8_t *buf = NULL;
     int r = -1;
     req->request_id = a->next_id++;
@@ -122,14 +122,14 @@ int pl_ctl_admin_call(struct pl_ctl_admin *a, Picolm__Admin__V1__AdminRequest *r
     n = recv(a->fd, buf, cap, 0);
     if (n != (ssize_t)cap) {
         (void)fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "short answer from %s: %s", a->path,
-                    strerror(n < 0 ? errno : EIO));
+                   strerror(n < 0 ? errno : EIO));
         goto out;
     }
     Picolm__Admin__V1__AdminResponse *resp =
         picolm__admin__v1__admin_response__unpack(NULL, cap, buf);
     if (!resp) {
-        (void)fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "malformed answer from %s (%s)",
-                   a->path, strerror(EPROTO));
+        (void)fail(PL_CTL_FAIL_IO, ret_fail, err, err_len, "malformed answer from %s (%s)", a->path,
+                   strerror(EPROTO));
         goto out;
     }
     if (resp->request_id != req->request_id) {

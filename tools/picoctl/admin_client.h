@@ -32,7 +32,7 @@ void pl_ctl_admin_close(struct pl_ctl_admin *a);
  * picolm__admin__v1__admin_response__free_unpacked); it may carry an error_code. Returns 0,
  * or -1 with *ret_fail and a message in err. */
 int pl_ctl_admin_call(struct pl_ctl_admin *a, Picolm__Admin__V1__AdminRequest *req,
-                      Picolm__Admin__V1__AdminResponse **ret, enum pl_ctl_fail *ret_fail,
-                      char *err, size_t err_len);
+                      Picolm__Admin__V1__AdminResponse **ret, enum pl_ctl_fail *ret_fail, char *err,
+                      size_t err_len);
 
 #endif

@@ -35,35 +35,34 @@ struct opts {
     bool json;
     bool prometheus;
     int timeout_ms;
-    double interval_s;   /* top */
-    long iterations;     /* top: 0 = until interrupted */
+    double interval_s; /* top */
+    long iterations;   /* top: 0 = until interrupted */
 };
 
 static void usage(FILE *f) {
     (void)fprintf(
-        f,
-        "usage: picoctl [--socket PATH] [--json] [--timeout MS] COMMAND [ARGS]\n"
-        "\n"
-        "commands:\n"
-        "  status                    version, uptime, model, memory residency, KV pool,\n"
-        "                            CPUs, privileges, policy\n"
-        "  sessions                  connected clients with their counts and timings\n"
-        "  kill SESSION | --pid PID | --uid UID\n"
-        "                            cancel the session's requests and disconnect it\n"
-        "  policy show | reload      show or reload the policy in force\n"
-        "  model info                GGUF metadata and a tokenizer summary\n"
-        "  drain                     stop accepting clients, finish running work, exit\n"
-        "  stats [--prometheus]      counters and latency histograms since start\n"
-        "  top [--interval S] [--iterations N]\n"
-        "                            live view of sessions and stats\n"
-        "\n"
-        "options:\n"
-        "  --socket PATH   admin socket (default " DEFAULT_SOCKET ", or $PICOLM_ADMIN_SOCKET)\n"
-        "  --json          machine-readable output\n"
-        "  --timeout MS    wait this long for an answer (default 5000)\n"
-        "  -h, --help      this text\n"
-        "\n"
-        "exit status: 0 ok, 1 picolmd answered with an error, 2 bad usage, 3 unreachable\n");
+        f, "usage: picoctl [--socket PATH] [--json] [--timeout MS] COMMAND [ARGS]\n"
+           "\n"
+           "commands:\n"
+           "  status                    version, uptime, model, memory residency, KV pool,\n"
+           "                            CPUs, privileges, policy\n"
+           "  sessions                  connected clients with their counts and timings\n"
+           "  kill SESSION | --pid PID | --uid UID\n"
+           "                            cancel the session's requests and disconnect it\n"
+           "  policy show | reload      show or reload the policy in force\n"
+           "  model info                GGUF metadata and a tokenizer summary\n"
+           "  drain                     stop accepting clients, finish running work, exit\n"
+           "  stats [--prometheus]      counters and latency histograms since start\n"
+           "  top [--interval S] [--iterations N]\n"
+           "                            live view of sessions and stats\n"
+           "\n"
+           "options:\n"
+           "  --socket PATH   admin socket (default " DEFAULT_SOCKET ", or $PICOLM_ADMIN_SOCKET)\n"
+           "  --json          machine-readable output\n"
+           "  --timeout MS    wait this long for an answer (default 5000)\n"
+           "  -h, --help      this text\n"
+           "\n"
+           "exit status: 0 ok, 1 picolmd answered with an error, 2 bad usage, 3 unreachable\n");
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -133,8 +132,9 @@ static int call(const struct opts *o, req_t *req, resp_t **ret) {
 static int expect(resp_t *resp, Picolm__Admin__V1__AdminResponse__ResultCase want) {
     if (resp->result_case == want)
         return 0;
-    (void)fprintf(stderr, "picoctl: picolmd answered with something else than asked (result %d); "
-                          "is it another version?\n",
+    (void)fprintf(stderr,
+                  "picoctl: picolmd answered with something else than asked (result %d); "
+                  "is it another version?\n",
                   (int)resp->result_case);
     picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
     return EXIT_BROKER;
@@ -342,8 +342,8 @@ static int cmd_status(const struct opts *o) {
                human_bytes(res->bytes_hugetlb, b3, sizeof(b3)),
                human_bytes(res->bytes_thp, user, sizeof(user)));
         printf("            %s\n", res->backing_reason);
-        printf("faults      %" PRIu64 " major, %" PRIu64 " minor since start\n",
-               res->major_faults, res->minor_faults);
+        printf("faults      %" PRIu64 " major, %" PRIu64 " minor since start\n", res->major_faults,
+               res->minor_faults);
         printf("KV pool     %" PRIu64 " / %" PRIu64 " tokens used (%" PRIu64 " reserved), %s\n",
                kv->used_tokens, kv->total_tokens, kv->reserved_tokens,
                human_bytes(kv->bytes, b1, sizeof(b1)));
@@ -362,7 +362,7 @@ static int cmd_status(const struct opts *o) {
                user, s->uid, s->gid, s->seccomp ? "on" : "off", s->no_new_privs ? "on" : "off",
                s->cap_eff);
         printf("policy      %s (loaded %s)\n",
-               s->policy_builtin ? "built-in (everyone allowed)"
+               s->policy_builtin   ? "built-in (everyone allowed)"
                : s->policy_path[0] ? s->policy_path
                                    : "-",
                human_time(s->policy_loaded_unix_ns, b1, sizeof(b1)));
@@ -402,8 +402,8 @@ static void session_json(struct pl_jw *w, const Picolm__Admin__V1__Session *e) {
 /* rates: tokens/s per session to show instead of the lifetime average (top), or NULL. */
 static void sessions_table(const Picolm__Admin__V1__SessionList *l, const double *rates) {
     char user[64], b1[32], b2[32], b3[32];
-    printf("%-6s %-7s %-10s %-15s %-12s %-9s %8s %8s %8s %9s %9s %8s\n", "ID", "PID", "USER",
-           "EXE", "IDENTITY", "STATE", "TOK_IN", "TOK_OUT", "TOK/S", "QUEUE", "TTFT", "AGE");
+    printf("%-6s %-7s %-10s %-15s %-12s %-9s %8s %8s %8s %9s %9s %8s\n", "ID", "PID", "USER", "EXE",
+           "IDENTITY", "STATE", "TOK_IN", "TOK_OUT", "TOK/S", "QUEUE", "TTFT", "AGE");
     for (size_t i = 0; i < l->n_sessions; i++) {
         const Picolm__Admin__V1__Session *e = l->sessions[i];
         printf("%-6" PRIu64 " %-7d %-10.10s %-15.15s %-12.12s %-9s %8" PRIu64 " %8" PRIu64
@@ -842,8 +842,8 @@ static int cmd_top(const struct opts *o) {
 /* ---- main ---- */
 
 int main(int argc, char **argv) {
-    struct opts o = {.socket = getenv("PICOLM_ADMIN_SOCKET"), .timeout_ms = 5000,
-                     .interval_s = 1.0};
+    struct opts o = {
+        .socket = getenv("PICOLM_ADMIN_SOCKET"), .timeout_ms = 5000, .interval_s = 1.0};
     char *rest[8];
     int n_rest = 0;
     uint64_t v;

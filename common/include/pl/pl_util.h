@@ -15,7 +15,10 @@
 #define PL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define PL_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PL_MAX(a, b) ((a) > (b) ? (a) : (b))
+/* clang-format would print "(a) - 1" as "(a)-1", a cast of -1 */
+/* clang-format off */
 #define PL_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+/* clang-format on */
 #define PL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PL_EXPORT __attribute__((visibility("default")))

@@ -32,8 +32,7 @@ static inline float neon_sum_f64(const float64x2_t acc[4], double tail) {
 
 static float neon_vec_dot_f32(int64_t n, const void *restrict w, const void *restrict x) {
     const float *a = w, *b = x;
-    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0),
-                          vdupq_n_f64(0.0)};
+    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
     double tail = 0.0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -52,8 +51,7 @@ static inline float32x4_t neon_load_f16x4(const uint16_t *p) {
 /* Products of two halves are exact in float, as in the reference. */
 static float neon_vec_dot_f16(int64_t n, const void *restrict w, const void *restrict x) {
     const uint16_t *a = w, *b = x;
-    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0),
-                          vdupq_n_f64(0.0)};
+    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
     double tail = 0.0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -71,14 +69,12 @@ static inline float32x4_t neon_load_bf16x4(const uint16_t *p) {
 
 static float neon_vec_dot_bf16(int64_t n, const void *restrict w, const void *restrict x) {
     const uint16_t *a = w, *b = x;
-    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0),
-                          vdupq_n_f64(0.0)};
+    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
     double tail = 0.0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         neon_add_f64(acc, vmulq_f32(neon_load_bf16x4(a + i), neon_load_bf16x4(b + i)));
-        neon_add_f64(acc + 2,
-                     vmulq_f32(neon_load_bf16x4(a + i + 4), neon_load_bf16x4(b + i + 4)));
+        neon_add_f64(acc + 2, vmulq_f32(neon_load_bf16x4(a + i + 4), neon_load_bf16x4(b + i + 4)));
     }
     for (; i < n; i++)
         tail += (double)(pl_bf16_to_f32_inline(a[i]) * pl_bf16_to_f32_inline(b[i]));
@@ -204,11 +200,11 @@ static void neon_q8_K_from_f32(const float *restrict src, void *restrict dst, in
         float iscale = -127.f / max;
         for (int j = 0; j < PL_QK_K; j += 16) {
             const float *x = src + j;
-            int8x16_t q = neon_narrow16(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x), iscale)),
-                                        vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 4), iscale)),
-                                        vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 8), iscale)),
-                                        vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 12), iscale)),
-                                        -128, 127);
+            int8x16_t q =
+                neon_narrow16(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x), iscale)),
+                              vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 4), iscale)),
+                              vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 8), iscale)),
+                              vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 12), iscale)), -128, 127);
             vst1q_s8(b[i].qs + j, q);
             b[i].bsums[j / 16] = vaddlvq_s8(q);
         }

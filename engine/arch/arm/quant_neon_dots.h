@@ -98,49 +98,48 @@ static inline int32x4_t neon_blk_q8_0(const struct pl_block_q8_0 *a, const int8_
 }
 
 /* acc += the lanes p of block i scaled by d(weight) * d(activation) */
-#define NEON_LEGACY_STEP(acc, blk, i)                                                            \
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(blk(&a[i], b[i].qs)),                                 \
-                      neon_h2f(a[i].d) * neon_h2f(b[i].d))
+#define NEON_LEGACY_STEP(acc, blk, i)                                                              \
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(blk(&a[i], b[i].qs)), neon_h2f(a[i].d) * neon_h2f(b[i].d))
 
 /* A symmetric type (no minimum) against Q8_0. */
-#define NEON_DEF_DOT_SYM(name, wtype, blk)                                                       \
-    static float name(int64_t n, const void *restrict w, const void *restrict x) {             \
-        const struct wtype *a = w;                                                             \
-        const struct pl_block_q8_0 *b = x;                                                     \
-        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                         \
-        int64_t nb = n / PL_QK8_0, i = 0;                                                      \
-        assert(n % PL_QK8_0 == 0);                                                             \
-        for (; i + 2 <= nb; i += 2) {                                                          \
-            neon_prefetch(&a[i]);                                                              \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
-            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                \
-        }                                                                                      \
-        if (i < nb)                                                                            \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
-        return vaddvq_f32(vaddq_f32(acc0, acc1));                                              \
+#define NEON_DEF_DOT_SYM(name, wtype, blk)                                                         \
+    static float name(int64_t n, const void *restrict w, const void *restrict x) {                 \
+        const struct wtype *a = w;                                                                 \
+        const struct pl_block_q8_0 *b = x;                                                         \
+        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                              \
+        int64_t nb = n / PL_QK8_0, i = 0;                                                          \
+        assert(n % PL_QK8_0 == 0);                                                                 \
+        for (; i + 2 <= nb; i += 2) {                                                              \
+            neon_prefetch(&a[i]);                                                                  \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
+            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                    \
+        }                                                                                          \
+        if (i < nb)                                                                                \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
+        return vaddvq_f32(vaddq_f32(acc0, acc1));                                                  \
     }
 
 /* A type with a minimum m against Q8_1: m times the block's s = d * sum(qs). */
-#define NEON_DEF_DOT_MIN(name, wtype, blk)                                                       \
-    static float name(int64_t n, const void *restrict w, const void *restrict x) {             \
-        const struct wtype *a = w;                                                             \
-        const struct pl_block_q8_1 *b = x;                                                     \
-        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                         \
-        float summ = 0.f;                                                                      \
-        int64_t nb = n / PL_QK8_1, i = 0;                                                      \
-        assert(n % PL_QK8_1 == 0);                                                             \
-        for (; i + 2 <= nb; i += 2) {                                                          \
-            neon_prefetch(&a[i]);                                                              \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
-            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                \
-            summ += neon_h2f(a[i].m) * neon_h2f(b[i].s) +                                      \
-                    neon_h2f(a[i + 1].m) * neon_h2f(b[i + 1].s);                               \
-        }                                                                                      \
-        if (i < nb) {                                                                          \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                    \
-            summ += neon_h2f(a[i].m) * neon_h2f(b[i].s);                                       \
-        }                                                                                      \
-        return vaddvq_f32(vaddq_f32(acc0, acc1)) + summ;                                       \
+#define NEON_DEF_DOT_MIN(name, wtype, blk)                                                         \
+    static float name(int64_t n, const void *restrict w, const void *restrict x) {                 \
+        const struct wtype *a = w;                                                                 \
+        const struct pl_block_q8_1 *b = x;                                                         \
+        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                              \
+        float summ = 0.f;                                                                          \
+        int64_t nb = n / PL_QK8_1, i = 0;                                                          \
+        assert(n % PL_QK8_1 == 0);                                                                 \
+        for (; i + 2 <= nb; i += 2) {                                                              \
+            neon_prefetch(&a[i]);                                                                  \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
+            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                    \
+            summ +=                                                                                \
+                neon_h2f(a[i].m) * neon_h2f(b[i].s) + neon_h2f(a[i + 1].m) * neon_h2f(b[i + 1].s); \
+        }                                                                                          \
+        if (i < nb) {                                                                              \
+            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
+            summ += neon_h2f(a[i].m) * neon_h2f(b[i].s);                                           \
+        }                                                                                          \
+        return vaddvq_f32(vaddq_f32(acc0, acc1)) + summ;                                           \
     }
 
 NEON_DEF_DOT_SYM(neon_vec_dot_q4_0, pl_block_q4_0, neon_blk_q4_0)
@@ -218,8 +217,10 @@ static float neon_vec_dot_q3_K(int64_t n, const void *restrict w, const void *re
                 /* q = low 2 bits, minus 4 where the hmask bit is clear */
                 uint8x16_t l0 = vandq_u8(vshlq_u8(q0, sh), m2);
                 uint8x16_t l1 = vandq_u8(vshlq_u8(q1, sh), m2);
-                int8x16_t v0 = vreinterpretq_s8_u8(vsubq_u8(l0, vbicq_u8(four, vtstq_u8(hm0, bit))));
-                int8x16_t v1 = vreinterpretq_s8_u8(vsubq_u8(l1, vbicq_u8(four, vtstq_u8(hm1, bit))));
+                int8x16_t v0 =
+                    vreinterpretq_s8_u8(vsubq_u8(l0, vbicq_u8(four, vtstq_u8(hm0, bit))));
+                int8x16_t v1 =
+                    vreinterpretq_s8_u8(vsubq_u8(l1, vbicq_u8(four, vtstq_u8(hm1, bit))));
                 int j = 8 * h + 2 * s;
                 sumi = vmlaq_n_s32(sumi, neon_dot16(vdupq_n_s32(0), v0, vld1q_s8(y)), scale[j]);
                 sumi = vmlaq_n_s32(sumi, neon_dot16(vdupq_n_s32(0), v1, vld1q_s8(y + 16)),
@@ -292,14 +293,14 @@ static float neon_vec_dot_q5_K(int64_t n, const void *restrict w, const void *re
             uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * g), q1 = vld1q_u8(a[i].qs + 32 * g + 16);
             uint8x16_t bl = vdupq_n_u8((uint8_t)(1u << (2 * g)));
             uint8x16_t bh = vdupq_n_u8((uint8_t)(2u << (2 * g)));
-            int8x16_t l0 = vreinterpretq_s8_u8(
-                vorrq_u8(vandq_u8(q0, m4), vandq_u8(vtstq_u8(qh0, bl), b4)));
-            int8x16_t l1 = vreinterpretq_s8_u8(
-                vorrq_u8(vandq_u8(q1, m4), vandq_u8(vtstq_u8(qh1, bl), b4)));
-            int8x16_t h0 = vreinterpretq_s8_u8(
-                vorrq_u8(vshrq_n_u8(q0, 4), vandq_u8(vtstq_u8(qh0, bh), b4)));
-            int8x16_t h1 = vreinterpretq_s8_u8(
-                vorrq_u8(vshrq_n_u8(q1, 4), vandq_u8(vtstq_u8(qh1, bh), b4)));
+            int8x16_t l0 =
+                vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), vandq_u8(vtstq_u8(qh0, bl), b4)));
+            int8x16_t l1 =
+                vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), vandq_u8(vtstq_u8(qh1, bl), b4)));
+            int8x16_t h0 =
+                vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), vandq_u8(vtstq_u8(qh0, bh), b4)));
+            int8x16_t h1 =
+                vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), vandq_u8(vtstq_u8(qh1, bh), b4)));
             sumi = vmlaq_n_s32(sumi, neon_dot32(l0, l1, y), scale[2 * g]);
             sumi = vmlaq_n_s32(sumi, neon_dot32(h0, h1, y + 32), scale[2 * g + 1]);
         }

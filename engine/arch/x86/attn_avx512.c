@@ -67,28 +67,28 @@ INLINE __m512 scores16(const float *q, const float *k, size_t ks, uint32_t nc) {
 
 /* For NH heads (o and p NH * hd, NH * BT floats apart) and NJ 16-float chunks of the
  * output from chunk j: o = o * alpha[h] + sum over s < n of p[h][s] * v row s. */
-#define DEFINE_PV(NH, NJ)                                                                      \
-    static void pv_##NH##_##NJ(float *o, uint32_t hd, const float *p, const float *alpha,    \
-                               const float *v, size_t vs, uint32_t n, uint32_t j) {          \
-        __m512 acc[NH][NJ];                                                                  \
-        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) {                               \
-            const __m512 al = _mm512_set1_ps(alpha[h]);                                      \
-            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) acc[h][c] = _mm512_mul_ps(  \
-                _mm512_loadu_ps(o + (size_t)h * hd + 16 * (j + c)), al);                     \
-        }                                                                                    \
-        for (uint32_t s = 0; s < n; s++) {                                                   \
-            __m512 ps[NH];                                                                   \
-            _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) ps[h] =                     \
-                _mm512_set1_ps(p[h * BT + s]);                                               \
-            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) {                           \
-                const __m512 vc = _mm512_loadu_ps(v + s * vs + 16 * (j + c));                \
-                _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) acc[h][c] =             \
-                    _mm512_fmadd_ps(ps[h], vc, acc[h][c]);                                   \
-            }                                                                                \
-        }                                                                                    \
-        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++)                                 \
-            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++)                             \
-                _mm512_storeu_ps(o + (size_t)h * hd + 16 * (j + c), acc[h][c]);              \
+#define DEFINE_PV(NH, NJ)                                                                          \
+    static void pv_##NH##_##NJ(float *o, uint32_t hd, const float *p, const float *alpha,          \
+                               const float *v, size_t vs, uint32_t n, uint32_t j) {                \
+        __m512 acc[NH][NJ];                                                                        \
+        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) {                                     \
+            const __m512 al = _mm512_set1_ps(alpha[h]);                                            \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) acc[h][c] =                       \
+                _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)h * hd + 16 * (j + c)), al);             \
+        }                                                                                          \
+        for (uint32_t s = 0; s < n; s++) {                                                         \
+            __m512 ps[NH];                                                                         \
+            _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) ps[h] =                           \
+                _mm512_set1_ps(p[h * BT + s]);                                                     \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) {                                 \
+                const __m512 vc = _mm512_loadu_ps(v + s * vs + 16 * (j + c));                      \
+                _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) acc[h][c] =                   \
+                    _mm512_fmadd_ps(ps[h], vc, acc[h][c]);                                         \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++)                                       \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++)                                   \
+                _mm512_storeu_ps(o + (size_t)h * hd + 16 * (j + c), acc[h][c]);                    \
     }
 
 DEFINE_PV(2, 8)
@@ -99,22 +99,22 @@ DEFINE_PV(1, 4)
 DEFINE_PV(1, 1)
 
 /* Chunks of 8, then 4, then single, for NH heads. */
-#define PV_COLS(NH, o, hd, p, alpha, v, vs, n)                                               \
-    do {                                                                                     \
-        const uint32_t nc_ = (hd) / 16;                                                      \
-        uint32_t j_ = 0;                                                                     \
-        for (; j_ + 8 <= nc_; j_ += 8)                                                       \
-            pv_##NH##_8(o, hd, p, alpha, v, vs, n, j_);                                      \
-        for (; j_ + 4 <= nc_; j_ += 4)                                                       \
-            pv_##NH##_4(o, hd, p, alpha, v, vs, n, j_);                                      \
-        for (; j_ < nc_; j_++)                                                               \
-            pv_##NH##_1(o, hd, p, alpha, v, vs, n, j_);                                      \
+#define PV_COLS(NH, o, hd, p, alpha, v, vs, n)                                                     \
+    do {                                                                                           \
+        const uint32_t nc_ = (hd) / 16;                                                            \
+        uint32_t j_ = 0;                                                                           \
+        for (; j_ + 8 <= nc_; j_ += 8)                                                             \
+            pv_##NH##_8(o, hd, p, alpha, v, vs, n, j_);                                            \
+        for (; j_ + 4 <= nc_; j_ += 4)                                                             \
+            pv_##NH##_4(o, hd, p, alpha, v, vs, n, j_);                                            \
+        for (; j_ < nc_; j_++)                                                                     \
+            pv_##NH##_1(o, hd, p, alpha, v, vs, n, j_);                                            \
     } while (0)
 
 /* Block rows [0, n) at src (row_bytes apart, head_dim hd) as f32 rows hd apart in dst,
  * rows [n, BT) zero. */
-static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd,
-                         bool f16, float *dst) {
+static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd, bool f16,
+                         float *dst) {
     for (uint32_t s = 0; s < n; s++) {
         const uint8_t *r = src + (size_t)s * row_bytes;
         float *d = dst + (size_t)s * hd;
@@ -213,8 +213,7 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
             const __m512 alpha = pl_vexp_nonpos(_mm512_set1_ps(m_old - m_new));
             const __m512 e = _mm512_maskz_mov_ps(
                 valid, pl_vexp_nonpos(_mm512_sub_ps(sc, _mm512_set1_ps(m_new))));
-            _mm512_storeu_ps(lb + h * BT,
-                             _mm512_fmadd_ps(_mm512_loadu_ps(lb + h * BT), alpha, e));
+            _mm512_storeu_ps(lb + h * BT, _mm512_fmadd_ps(_mm512_loadu_ps(lb + h * BT), alpha, e));
             _mm512_storeu_ps(pb + h * BT, f16 ? round_f16(e) : e);
             ab[h] = _mm512_cvtss_f32(alpha);
             mb[h] = m_new;

@@ -27,9 +27,9 @@
  * Per token the operations do not depend on the other tokens of the tile, nor on how many
  * there are: full tiles (16 tokens, 512-bit float vectors) and half tiles (8 tokens,
  * 256-bit) give bit-identical results. Steps of up to AMX_VEC_MAX tokens use the AVX-512
- * kernels' decode path (the `dec` kernel), bit-identical too. Compiled with -mamx-tile -mamx-int8 and AVX-512; matmul.c
- * calls it only on CPUs with AMX-INT8 whose kernel granted this process the tile state
- * (arch_prctl ARCH_REQ_XCOMP_PERM). */
+ * kernels' decode path (the `dec` kernel), bit-identical too. Compiled with -mamx-tile -mamx-int8
+ * and AVX-512; matmul.c calls it only on CPUs with AMX-INT8 whose kernel granted this process the
+ * tile state (arch_prctl ARCH_REQ_XCOMP_PERM). */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -89,8 +89,7 @@ static inline void prep_q8_K(const void *xq, int64_t n, uint8_t *lay, uint32_t n
     const struct pl_block_q8_K *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
         for (uint32_t p = 0; p < 64; p++)
-            memcpy(pl_mm_lay_qs(lay, n, nt, s, p, t),
-                   b[s].qs + 4 * (order ? q4k_group(p) : p), 4);
+            memcpy(pl_mm_lay_qs(lay, n, nt, s, p, t), b[s].qs + 4 * (order ? q4k_group(p) : p), 4);
         for (uint32_t j = 0; j < 8; j++)
             pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
         for (uint32_t j = 0; j < 16; j++) {
@@ -135,7 +134,8 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_
     const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
     uint64_t scv, mnv; /* the 8 scales and mins, a byte each */
     pl_q4k_scales_mins8(b->scales, &scv, &mnv);
-    _mm256_storeu_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv))));
+    _mm256_storeu_ps(mn,
+                     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv))));
     *d = h2f(b->d);
     *dmin = h2f(b->dmin);
     /* The 8 scales in every qword; the products scale x q (at most 945) as words for the
@@ -151,18 +151,20 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_
         const __m512i x = _mm512_loadu_si512(b->qs + 64 * h);
         for (int k = 0; k < 2; k++) {
             const int c = 2 * h + k, sa = 4 * h + k, sc2 = sa + 2;
-            const __m512i z = k ? _mm512_and_si512(_mm512_srli_epi16(x, 4), m4)
-                                : _mm512_and_si512(x, m4);
-#define CE(v) ((long long)(0x8000800080008000ull | (uint64_t)(v) * 0x0001000100010001ull))
-            const __m512i ce = _mm512_set_epi64(CE(sc2), CE(sc2), CE(sc2), CE(sc2), CE(sa),
-                                                CE(sa), CE(sa), CE(sa));
+            const __m512i z =
+                k ? _mm512_and_si512(_mm512_srli_epi16(x, 4), m4) : _mm512_and_si512(x, m4);
+#define CE(v) ((long long)(0x8000800080008000ull | 0x0001000100010001ull * (uint64_t)(v)))
+            const __m512i ce = _mm512_set_epi64(CE(sc2), CE(sc2), CE(sc2), CE(sc2), CE(sa), CE(sa),
+                                                CE(sa), CE(sa));
 #undef CE
-            const __m512i co = _mm512_or_si512(_mm512_slli_epi16(ce, 8),
-                                               _mm512_set1_epi16((short)0x0080));
+            const __m512i co =
+                _mm512_or_si512(_mm512_slli_epi16(ce, 8), _mm512_set1_epi16((short)0x0080));
             const __m512i e = _mm512_maddubs_epi16(z, _mm512_shuffle_epi8(scb, ce));
             const __m512i o = _mm512_maddubs_epi16(z, _mm512_shuffle_epi8(scb, co));
-            _mm512_store_si512(lo + 64 * c, _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
-            _mm512_store_si512(hi + 64 * c, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
+            _mm512_store_si512(lo + 64 * c,
+                               _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
+            _mm512_store_si512(hi + 64 * c,
+                               _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
         }
     }
 }
@@ -181,7 +183,8 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_
     (void)mn;
     *d = h2f(b->d);
     *dmin = 0.0f;
-    const __m512i scb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)b->scales));
+    const __m512i scb =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)b->scales));
     for (int h = 0; h < 2; h++) {
         const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
         const __m512i qh = _mm512_broadcast_i64x4(
@@ -190,29 +193,31 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_
          * 128h + [64, 128): high nibbles, qh bits 4-5 and 6-7 */
         const __m512i sa = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
         const __m512i sb = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-        const __m512i za = _mm512_or_si512(
-            _mm512_and_si512(l, m4),
-            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sa), m2), 4));
-        const __m512i zb = _mm512_or_si512(
-            _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sb), m2), 4));
+        const __m512i za =
+            _mm512_or_si512(_mm512_and_si512(l, m4),
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sa), m2), 4));
+        const __m512i zb =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sb), m2), 4));
         for (int k = 0; k < 2; k++) {
             const int c = 2 * h + k; /* chunk: elements 64c .. 64c + 63 */
             const __m512i z = k ? zb : za;
             /* scale 4c + lane in every even byte (odd bytes zero), and in every odd byte */
-#define CE(x) ((long long)(0x8000800080008000ull | (uint64_t)(x) * 0x0001000100010001ull))
-            const __m512i ce = _mm512_set_epi64(CE(4 * c + 3), CE(4 * c + 3), CE(4 * c + 2),
-                                                CE(4 * c + 2), CE(4 * c + 1), CE(4 * c + 1),
-                                                CE(4 * c), CE(4 * c));
+#define CE(x) ((long long)(0x8000800080008000ull | 0x0001000100010001ull * (uint64_t)(x)))
+            const __m512i ce =
+                _mm512_set_epi64(CE(4 * c + 3), CE(4 * c + 3), CE(4 * c + 2), CE(4 * c + 2),
+                                 CE(4 * c + 1), CE(4 * c + 1), CE(4 * c), CE(4 * c));
 #undef CE
-            const __m512i co = _mm512_or_si512(_mm512_slli_epi16(ce, 8),
-                                               _mm512_set1_epi16((short)0x0080));
+            const __m512i co =
+                _mm512_or_si512(_mm512_slli_epi16(ce, 8), _mm512_set1_epi16((short)0x0080));
             const __m512i be = _mm512_shuffle_epi8(scb, ce), bo = _mm512_shuffle_epi8(scb, co);
             const __m512i offw = _mm512_maddubs_epi16(off32, be); /* 32 x scale */
             const __m512i e = _mm512_sub_epi16(_mm512_maddubs_epi16(z, be), offw);
             const __m512i o = _mm512_sub_epi16(_mm512_maddubs_epi16(z, bo), offw);
-            _mm512_store_si512(lo + 64 * c, _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
-            _mm512_store_si512(hi + 64 * c, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
+            _mm512_store_si512(lo + 64 * c,
+                               _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
+            _mm512_store_si512(hi + 64 * c,
+                               _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
         }
     }
 }
@@ -230,84 +235,84 @@ static inline void prefetch_next(const uint8_t *w, int64_t s, size_t sb_bytes) {
 
 /* Chunk k of super-block s: the low and high weight tiles (ta_l, ta_h) and the tokens'
  * tile (tb) loaded, both products accumulated. Inside DEFINE_AMX_ROWS. */
-#define AMX_CHUNK(ta_l, ta_h, tb, k, NT)                                                      \
-    do {                                                                                      \
-        _tile_loadd(tb, pl_mm_lay_qs(tl, n, NT, s, 16 * (k), 0), 4 * (NT));                   \
-        _tile_loadd(ta_l, cur->lo[0] + 64 * (k), 256);                                       \
-        _tile_dpbusd(T_CL, ta_l, tb);                                                         \
-        _tile_loadd(ta_h, cur->hi[0] + 64 * (k), 256);                                       \
-        _tile_dpbssd(T_CH, ta_h, tb);                                                         \
+#define AMX_CHUNK(ta_l, ta_h, tb, k, NT)                                                           \
+    do {                                                                                           \
+        _tile_loadd(tb, pl_mm_lay_qs(tl, n, NT, s, 16 * (k), 0), 4 * (NT));                        \
+        _tile_loadd(ta_l, cur->lo[0] + 64 * (k), 256);                                             \
+        _tile_dpbusd(T_CL, ta_l, tb);                                                              \
+        _tile_loadd(ta_h, cur->hi[0] + 64 * (k), 256);                                             \
+        _tile_dpbssd(T_CH, ta_h, tb);                                                              \
     } while (0)
 
-#define DEFINE_AMX_ROWS(name, W, NT, unpack, mins, sb_bytes)                                   \
-    /* Super-block s of the call's rows into b (rows past n_rows: zeros), fetching the same    \
-     * super-block of the next call's rows into L2. */                                         \
-    static inline void name##_unpack(const uint8_t *w, size_t row_bytes, uint32_t n_rows,      \
-                                     int64_t s, struct sbuf *b) {                              \
-        for (uint32_t r = 0; r < n_rows; r++) {                                                \
-            const uint8_t *wr = w + (size_t)r * row_bytes;                                     \
-            prefetch_next(wr + (size_t)AMX_ROWS * row_bytes, s, sb_bytes);                     \
-            unpack(wr, s, b->lo[r], b->hi[r], &b->d[r], &b->dmin[r], b->mn[r]);                \
-        }                                                                                      \
-        for (uint32_t r = n_rows; r < AMX_ROWS; r++) {                                         \
-            memset(b->lo[r], 0, 256);                                                          \
-            memset(b->hi[r], 0, 256);                                                          \
-            memset(b->mn[r], 0, sizeof(b->mn[r]));                                             \
-            b->d[r] = b->dmin[r] = 0.0f;                                                       \
-        }                                                                                      \
-    }                                                                                          \
-    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,           \
-                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {  \
-        _Alignas(64) struct sbuf buf[2];                                                       \
-        _Alignas(64) int32_t cl[AMX_ROWS][NT], ch[AMX_ROWS][NT];                               \
-        const int64_t n_sb = n / 256;                                                          \
-        if (n_rows == 0 || n_rows > AMX_ROWS)                                                  \
-            return;                                                                            \
-        tile_config(NT);                                                                       \
-        name##_unpack(w, row_bytes, n_rows, 0, &buf[0]);                                       \
-        for (int64_t s = 0; s < n_sb; s++) {                                                   \
-            const struct sbuf *cur = &buf[s & 1];                                              \
-            for (uint32_t i = 0; i < n_tiles; i++) {                                           \
-                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);          \
-                float *o = out + (size_t)i * n_rows * (NT);                                    \
-                _tile_zero(T_CL);                                                              \
-                _tile_zero(T_CH);                                                              \
-                AMX_CHUNK(T_AL0, T_AH0, T_B0, 0, NT);                                          \
-                AMX_CHUNK(T_AL1, T_AH1, T_B1, 1, NT);                                          \
-                AMX_CHUNK(T_AL0, T_AH0, T_B0, 2, NT);                                          \
-                AMX_CHUNK(T_AL1, T_AH1, T_B1, 3, NT);                                          \
-                _tile_stored(T_CL, cl, 4 * (NT));                                              \
-                _tile_stored(T_CH, ch, 4 * (NT));                                              \
-                /* With several tiles the next super-block is unpacked here, between the       \
-                 * first tile's products and its floats, where it overlaps the products;       \
-                 * a single tile unpacks it after its floats. */                               \
-                if (i == 0 && n_tiles > 1 && s + 1 < n_sb)                                     \
-                    name##_unpack(w, row_bytes, n_rows, s + 1, &buf[(s + 1) & 1]);             \
-                const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));             \
-                __m##W sj[8]; /* Q4_K: the tokens' integer sub-block sums */                   \
-                for (uint32_t j = 0; (mins) && j < 8; j++)                                     \
-                    sj[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));                   \
-                for (uint32_t r = 0; r < n_rows; r++) {                                        \
-                    __m##W a = s == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT)); \
-                    const __m##W##i isum = _mm##W##_add_epi32(                                 \
-                        _mm##W##_load_si##W((const __m##W##i *)(const void *)cl[r]),           \
-                        _mm##W##_slli_epi32(                                                   \
-                            _mm##W##_load_si##W((const __m##W##i *)(const void *)ch[r]), 8));  \
-                    a = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(cur->d[r])),    \
-                                          _mm##W##_cvtepi32_ps(isum), a);                      \
-                    if (mins) {                                                                \
-                        __m##W ms = _mm##W##_setzero_ps();                                     \
-                        for (uint32_t j = 0; j < 8; j++)                                       \
-                            ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(cur->mn[r][j]), sj[j], ms); \
-                        a = _mm##W##_fnmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(cur->dmin[r])), \
-                                               ms, a);                                         \
-                    }                                                                          \
-                    _mm##W##_storeu_ps(o + r * (NT), a);                                       \
-                }                                                                              \
-            }                                                                                  \
-            if (n_tiles == 1 && s + 1 < n_sb)                                                  \
-                name##_unpack(w, row_bytes, n_rows, s + 1, &buf[(s + 1) & 1]);                 \
-        }                                                                                      \
+#define DEFINE_AMX_ROWS(name, W, NT, unpack, mins, sb_bytes)                                       \
+    /* Super-block s of the call's rows into b (rows past n_rows: zeros), fetching the same        \
+     * super-block of the next call's rows into L2. */                                             \
+    static inline void name##_unpack(const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
+                                     int64_t s, struct sbuf *b) {                                  \
+        for (uint32_t r = 0; r < n_rows; r++) {                                                    \
+            const uint8_t *wr = w + (size_t)r * row_bytes;                                         \
+            prefetch_next(wr + (size_t)AMX_ROWS * row_bytes, s, sb_bytes);                         \
+            unpack(wr, s, b->lo[r], b->hi[r], &b->d[r], &b->dmin[r], b->mn[r]);                    \
+        }                                                                                          \
+        for (uint32_t r = n_rows; r < AMX_ROWS; r++) {                                             \
+            memset(b->lo[r], 0, 256);                                                              \
+            memset(b->hi[r], 0, 256);                                                              \
+            memset(b->mn[r], 0, sizeof(b->mn[r]));                                                 \
+            b->d[r] = b->dmin[r] = 0.0f;                                                           \
+        }                                                                                          \
+    }                                                                                              \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,               \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {      \
+        _Alignas(64) struct sbuf buf[2];                                                           \
+        _Alignas(64) int32_t cl[AMX_ROWS][NT], ch[AMX_ROWS][NT];                                   \
+        const int64_t n_sb = n / 256;                                                              \
+        if (n_rows == 0 || n_rows > AMX_ROWS)                                                      \
+            return;                                                                                \
+        tile_config(NT);                                                                           \
+        name##_unpack(w, row_bytes, n_rows, 0, &buf[0]);                                           \
+        for (int64_t s = 0; s < n_sb; s++) {                                                       \
+            const struct sbuf *cur = &buf[s & 1];                                                  \
+            for (uint32_t i = 0; i < n_tiles; i++) {                                               \
+                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);              \
+                float *o = out + (size_t)i * n_rows * (NT);                                        \
+                _tile_zero(T_CL);                                                                  \
+                _tile_zero(T_CH);                                                                  \
+                AMX_CHUNK(T_AL0, T_AH0, T_B0, 0, NT);                                              \
+                AMX_CHUNK(T_AL1, T_AH1, T_B1, 1, NT);                                              \
+                AMX_CHUNK(T_AL0, T_AH0, T_B0, 2, NT);                                              \
+                AMX_CHUNK(T_AL1, T_AH1, T_B1, 3, NT);                                              \
+                _tile_stored(T_CL, cl, 4 * (NT));                                                  \
+                _tile_stored(T_CH, ch, 4 * (NT));                                                  \
+                /* With several tiles the next super-block is unpacked here, between the           \
+                 * first tile's products and its floats, where it overlaps the products;           \
+                 * a single tile unpacks it after its floats. */                                   \
+                if (i == 0 && n_tiles > 1 && s + 1 < n_sb)                                         \
+                    name##_unpack(w, row_bytes, n_rows, s + 1, &buf[(s + 1) & 1]);                 \
+                const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));                 \
+                __m##W sj[8]; /* Q4_K: the tokens' integer sub-block sums */                       \
+                for (uint32_t j = 0; (mins) && j < 8; j++)                                         \
+                    sj[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));                       \
+                for (uint32_t r = 0; r < n_rows; r++) {                                            \
+                    __m##W a = s == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT));   \
+                    const __m##W##i isum = _mm##W##_add_epi32(                                     \
+                        _mm##W##_load_si##W((const __m##W##i *)(const void *)cl[r]),               \
+                        _mm##W##_slli_epi32(                                                       \
+                            _mm##W##_load_si##W((const __m##W##i *)(const void *)ch[r]), 8));      \
+                    a = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(cur->d[r])),        \
+                                          _mm##W##_cvtepi32_ps(isum), a);                          \
+                    if (mins) {                                                                    \
+                        __m##W ms = _mm##W##_setzero_ps();                                         \
+                        for (uint32_t j = 0; j < 8; j++)                                           \
+                            ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(cur->mn[r][j]), sj[j], ms);    \
+                        a = _mm##W##_fnmadd_ps(                                                    \
+                            _mm##W##_mul_ps(da, _mm##W##_set1_ps(cur->dmin[r])), ms, a);           \
+                    }                                                                              \
+                    _mm##W##_storeu_ps(o + r * (NT), a);                                           \
+                }                                                                                  \
+            }                                                                                      \
+            if (n_tiles == 1 && s + 1 < n_sb)                                                      \
+                name##_unpack(w, row_bytes, n_rows, s + 1, &buf[(s + 1) & 1]);                     \
+        }                                                                                          \
     }
 
 DEFINE_AMX_ROWS(rows_q4_K, 512, PL_MM_TILE, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
@@ -322,12 +327,12 @@ DEFINE_AMX_ROWS(rows8_q6_K, 256, PL_MM_HALF, unpack_q6_K, 0, sizeof(struct pl_bl
  * tile here (TinyLlama Q4_K_M, 2 threads, step ms at 4 / 5 / 8 tokens: dot products 37.0 /
  * 44.9 / 68.7, AMX 41.6 / 45.4 / 43). */
 #define AMX_VEC_MAX 4u
-static struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q4_K, rows_q4_K,
-                                          NULL, rows8_q4_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX,
-                                          NULL, NULL};
-static struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q6_K, rows_q6_K,
-                                          NULL, rows8_q6_K, AMX_ROWS, NULL, NULL, AMX_VEC_MAX,
-                                          NULL, NULL};
+static struct pl_mm_tile_kernel k_q4_K = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q4_K, rows_q4_K,   NULL, rows8_q4_K,
+    AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
+static struct pl_mm_tile_kernel k_q6_K = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_K,   NULL, rows8_q6_K,
+    AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
 
 void pl_mm_amx_init(void) {
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);

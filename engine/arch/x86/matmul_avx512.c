@@ -119,7 +119,7 @@ struct unpacked {
     /* Q4_0 / Q8_0: lane j the float scale of block j (lanes 8..15 zero); K-quants: lane j
      * the integer scale of sub-block j (bits of an int32). */
     __m512 scale;
-    __m512 mn;      /* Q4_K: lane j the min of sub-block j (an integer), else zero */
+    __m512 mn;     /* Q4_K: lane j the min of sub-block j (an integer), else zero */
     float d, dmin; /* K-quants: the super-block's scales */
 };
 
@@ -141,8 +141,8 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u
     /* 6-bit scales and mins of the 8 sub-blocks, a byte each. */
     uint64_t sc, mn;
     pl_q4k_scales_mins8(b->scales, &sc, &mn);
-    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d |
-                                                          (uint32_t)b->dmin << 16)));
+    const __m128 dd =
+        _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d | (uint32_t)b->dmin << 16)));
     u->d = _mm_cvtss_f32(dd);
     u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
     u->scale = _mm512_castsi512_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
@@ -160,12 +160,11 @@ static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u
     for (int k = 0; k < 4; k++) {
         __m512i il = _mm512_set_epi32(28 + k, 24 + k, 20 + k, 16 + k, 28 + k, 24 + k, 20 + k,
                                       16 + k, 12 + k, 8 + k, 4 + k, k, 12 + k, 8 + k, 4 + k, k);
-        __m512i ih = _mm512_set_epi32(12 + k, 8 + k, 12 + k, 8 + k, 12 + k, 8 + k, 12 + k,
-                                      8 + k, 4 + k, k, 4 + k, k, 4 + k, k, 4 + k, k);
-        __m512i lo = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, il, l1), lsh), m4);
-        __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(ih, qh), hsh),
-                                      m2);
+        __m512i ih = _mm512_set_epi32(12 + k, 8 + k, 12 + k, 8 + k, 12 + k, 8 + k, 12 + k, 8 + k,
+                                      4 + k, k, 4 + k, k, 4 + k, k, 4 + k, k);
+        __m512i lo =
+            _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, il, l1), lsh), m4);
+        __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(ih, qh), hsh), m2);
         u->w[k] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
     }
     u->d = h2f(b->d);
@@ -206,8 +205,8 @@ static inline void unpack_q4_0(const uint8_t *row, int64_t s, struct unpacked *u
         Q40_QW(1, 3), Q40_QW(1, 2), Q40_QW(1, 1), Q40_QW(1, 0), Q40_QW(0, 3), Q40_QW(0, 2),
         Q40_QW(0, 1), Q40_QW(0, 0));
     /* The scales: words 0, 9, 18, 27 of each half's first 64 bytes. */
-    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
+    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);
     const __m512i a0 = _mm512_loadu_si512(p), b0 = _mm512_loadu_si512(p + 8);
     const __m512i a1 = _mm512_loadu_si512(p + 72), b1 = _mm512_loadu_si512(p + 80);
     const __m512i h0 = _mm512_permutex2var_epi16(a0, idx, b0); /* blocks 0..3 */
@@ -224,24 +223,24 @@ static inline void unpack_q4_0(const uint8_t *row, int64_t s, struct unpacked *u
 }
 
 /* Four Q8_0 blocks (136 bytes) at p: qs bytes 0..15 of each block lie in (a = [0, 64),
- * b = [64, 128)), bytes 16..31 in (a = [8, 72), b = [72, 136)). */
+ * b = [64, 128)), bytes 16..31 in (a = [8, 72), b = [72, 136)); Q80_B counts from byte 8, where
+ * block j's byte 18 + 2i is byte 34j + 10 + 2i. */
 #define Q80_A(j, i) W2(34 * (j) + 2 + 2 * (i), 64)
-#define Q80_B(j, i) W2(34 * (j) + 18 + 2 * (i) - 8, 64)
+#define Q80_B(j, i) W2(34 * (j) + 10 + 2 * (i), 64)
 
-static inline void q8_0_half(const uint8_t *p, __m512i *ret01, __m512i *ret23,
-                             __m128i *ret_d) {
+static inline void q8_0_half(const uint8_t *p, __m512i *ret01, __m512i *ret23, __m128i *ret_d) {
     /* Low 256 bits: qword j = qs bytes 0..7 (resp. 16..23) of block j; high 256 bits:
      * bytes 8..15 (resp. 24..31). */
-#define Q80_IDX(M)                                                                            \
-    _mm512_set_epi16(M(3, 7), M(3, 6), M(3, 5), M(3, 4), M(2, 7), M(2, 6), M(2, 5), M(2, 4),   \
-                     M(1, 7), M(1, 6), M(1, 5), M(1, 4), M(0, 7), M(0, 6), M(0, 5), M(0, 4),   \
-                     M(3, 3), M(3, 2), M(3, 1), M(3, 0), M(2, 3), M(2, 2), M(2, 1), M(2, 0),   \
+#define Q80_IDX(M)                                                                                 \
+    _mm512_set_epi16(M(3, 7), M(3, 6), M(3, 5), M(3, 4), M(2, 7), M(2, 6), M(2, 5), M(2, 4),       \
+                     M(1, 7), M(1, 6), M(1, 5), M(1, 4), M(0, 7), M(0, 6), M(0, 5), M(0, 4),       \
+                     M(3, 3), M(3, 2), M(3, 1), M(3, 0), M(2, 3), M(2, 2), M(2, 1), M(2, 0),       \
                      M(1, 3), M(1, 2), M(1, 1), M(1, 0), M(0, 3), M(0, 2), M(0, 1), M(0, 0))
     const __m512i ia = Q80_IDX(Q80_A), ib = Q80_IDX(Q80_B);
 #undef Q80_IDX
     /* Scales at bytes 0, 34, 68, 102: words 0, 17 of a, 2, 19 of b. */
-    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
+    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
     const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 64);
     const __m512i c = _mm512_loadu_si512(p + 8), d = _mm512_loadu_si512(p + 72);
     *ret01 = _mm512_permutex2var_epi16(a, ia, b);
@@ -497,106 +496,107 @@ static inline void prefetch_next(const uint8_t *w, size_t bytes, uint32_t i, uin
  * W-bit vectors of NT tokens: full tiles (512, PL_MM_TILE) and half tiles (256, PL_MM_HALF)
  * run the very same operations per token lane in the same order, so a token's results are
  * bit-identical in either. */
-#define DEFINE_ROWS_CHUNK(fname, W, NT)                                                       \
-    static inline __attribute__((always_inline)) void fname(                                  \
-        const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n,        \
-        int64_t s0, uint32_t n_sub, int block_da, int off_shift, __m##W *acc) {               \
-        for (int64_t c = 0; c < n_sc; c++) {                                                  \
-            const int64_t s = s0 + c;                                                         \
-            const int8_t *q = pl_mm_lay_qs(tl, n, NT, s, 0, 0);                               \
-            __m##W part[R_MAX];                                                               \
-            for (uint32_t r = 0; r < nr; r++)                                                 \
-                part[r] = _mm##W##_setzero_ps();                                              \
-            __m##W part2[R_MAX];                                                              \
-            __m##W##i isum[R_MAX]; /* K-quants: sum_j scale_j x sub-block sum_j, exact */     \
-            for (uint32_t r = 0; r < nr; r++) {                                               \
-                part2[r] = _mm##W##_setzero_ps();                                             \
-                isum[r] = _mm##W##_setzero_si##W();                                           \
-            }                                                                                 \
-            /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. Q4_0 / Q8_0      \
-             * (block_da) take blocks k and k + 4, k = 0, 2, 1, 3: the batch-invariant tree   \
-             * (below). */                                                                    \
-            for (uint32_t q2 = 0; q2 < n_sub / 2; q2++) {                                     \
-                const uint32_t jA = block_da ? (q2 == 1 ? 2 : q2 == 2 ? 1 : q2) : 2 * q2;     \
-                const uint32_t jB = block_da ? jA + 4 : jA + 1;                               \
-                __m##W##i p[2][R_MAX];                                                        \
-                for (uint32_t jj = 0; jj < 2; jj++) {                                         \
-                    /* A weight offset of 2^off_shift: start at -offset x the activations'    \
-                     * sum. */                                                                \
-                    const __m##W##i p0 =                                                      \
-                        off_shift ? _mm##W##_slli_epi32(                                      \
-                                        _mm##W##_load_si##W((const __m##W##i *)(const void *) \
-                                                                pl_mm_lay_ns(tl, n, NT, s,    \
-                                                                             jj ? jB : jA)),  \
-                                        (unsigned)off_shift)                                  \
-                                  : _mm##W##_setzero_si##W();                                 \
-                    for (uint32_t r = 0; r < nr; r++)                                         \
-                        p[jj][r] = p0;                                                        \
-                }                                                                             \
-                for (uint32_t k = 0; k < 4; k++)                                              \
-                    for (uint32_t h = 0; h < 16 / n_sub; h++)                                 \
-                        for (uint32_t jj = 0; jj < 2; jj++) {                                 \
-                            const uint32_t g = 16 * k + (16 / n_sub) * (jj ? jB : jA) + h;    \
-                            const __m##W##i a = _mm##W##_load_si##W(                          \
-                                (const __m##W##i *)(const void *)(q + 4 * (NT) * g));         \
-                            for (uint32_t r = 0; r < nr; r++)                                 \
-                                p[jj][r] = _mm##W##_dpbusd_epi32(                             \
-                                    p[jj][r],                                                 \
-                                    _mm##W##_set1_epi32(group_word(&pk[r * n_sc + c], g)),    \
-                                    a);                                                       \
-                        }                                                                     \
-                if (block_da) {                                                               \
-                    /* m_j = sum_j x (da_j x dw_j); t_k = m_k + m_k+4; u0 = t0 + t2 (part),   \
-                     * u1 = t1 + t3 (part2); acc += u0 + u1: the decode kernel's order. */    \
-                    const __m##W daA = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jA));      \
-                    const __m##W daB = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jB));      \
-                    for (uint32_t r = 0; r < nr; r++) {                                       \
-                        const __m##W t = _mm##W##_add_ps(                                     \
-                            _mm##W##_mul_ps(_mm##W##_cvtepi32_ps(p[0][r]),                    \
-                                            _mm##W##_mul_ps(daA, _mm##W##_set1_ps(            \
-                                                pk[r * n_sc + c].scale[jA]))),                \
-                            _mm##W##_mul_ps(_mm##W##_cvtepi32_ps(p[1][r]),                    \
-                                            _mm##W##_mul_ps(daB, _mm##W##_set1_ps(            \
-                                                pk[r * n_sc + c].scale[jB]))));               \
-                        if (q2 == 0)                                                          \
-                            part[r] = t;                                                      \
-                        else if (q2 == 1)                                                     \
-                            part[r] = _mm##W##_add_ps(part[r], t);                            \
-                        else if (q2 == 2)                                                     \
-                            part2[r] = t;                                                     \
-                        else                                                                  \
-                            acc[r] = _mm##W##_add_ps(                                         \
-                                acc[r], _mm##W##_add_ps(part[r], _mm##W##_add_ps(part2[r], t))); \
-                    }                                                                         \
-                }                                                                             \
-                for (uint32_t jj = 0; !block_da && jj < 2; jj++)                              \
-                    for (uint32_t r = 0; r < nr; r++)                                         \
-                        isum[r] = _mm##W##_add_epi32(                                         \
-                            isum[r], _mm##W##_mullo_epi32(                                    \
-                                         p[jj][r],                                            \
-                                         _mm##W##_set1_epi32(pk[r * n_sc + c].isc[jA + jj]))); \
-            }                                                                                 \
-            /* K-quants, batch-invariant (matmul.h): s = fma(da x d, isum, s), then Q4_K's    \
-             * s = fma(-(da x dmin), sum_j mn_j x (the tokens' sub-block sums), s). */        \
-            if (!block_da) {                                                                  \
-                const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));            \
-                __m##W fs[8];                                                                 \
-                for (uint32_t j = 0; !off_shift && j < 8; j++)                                \
-                    fs[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));                  \
-                for (uint32_t r = 0; r < nr; r++) {                                           \
-                    const struct packed_sb *b = &pk[r * n_sc + c];                            \
-                    acc[r] = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(b->d)),   \
-                                               _mm##W##_cvtepi32_ps(isum[r]), acc[r]);        \
-                    if (!off_shift) {                                                         \
-                        __m##W ms = _mm##W##_setzero_ps();                                    \
-                        for (uint32_t j = 0; j < 8; j++)                                      \
-                            ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(b->mn[j]), fs[j], ms);    \
-                        acc[r] = _mm##W##_fnmadd_ps(                                          \
-                            _mm##W##_mul_ps(da, _mm##W##_set1_ps(b->dmin)), ms, acc[r]);      \
-                    }                                                                         \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
+#define DEFINE_ROWS_CHUNK(fname, W, NT)                                                            \
+    static inline __attribute__((always_inline)) void fname(                                       \
+        const struct packed_sb *pk, uint32_t nr, int64_t n_sc, uint8_t *tl, int64_t n, int64_t s0, \
+        uint32_t n_sub, int block_da, int off_shift, __m##W *acc) {                                \
+        for (int64_t c = 0; c < n_sc; c++) {                                                       \
+            const int64_t s = s0 + c;                                                              \
+            const int8_t *q = pl_mm_lay_qs(tl, n, NT, s, 0, 0);                                    \
+            __m##W part[R_MAX];                                                                    \
+            for (uint32_t r = 0; r < nr; r++)                                                      \
+                part[r] = _mm##W##_setzero_ps();                                                   \
+            __m##W part2[R_MAX];                                                                   \
+            __m##W##i isum[R_MAX]; /* K-quants: sum_j scale_j x sub-block sum_j, exact */          \
+            for (uint32_t r = 0; r < nr; r++) {                                                    \
+                part2[r] = _mm##W##_setzero_ps();                                                  \
+                isum[r] = _mm##W##_setzero_si##W();                                                \
+            }                                                                                      \
+            /* Two sub-blocks at a time: 2 * nr independent vpdpbusd chains. Q4_0 / Q8_0           \
+             * (block_da) take blocks k and k + 4, k = 0, 2, 1, 3: the batch-invariant tree        \
+             * (below). */                                                                         \
+            for (uint32_t q2 = 0; q2 < n_sub / 2; q2++) {                                          \
+                const uint32_t jA = block_da ? (q2 == 1 ? 2 : q2 == 2 ? 1 : q2) : 2 * q2;          \
+                const uint32_t jB = block_da ? jA + 4 : jA + 1;                                    \
+                __m##W##i p[2][R_MAX];                                                             \
+                for (uint32_t jj = 0; jj < 2; jj++) {                                              \
+                    /* A weight offset of 2^off_shift: start at -offset x the activations'         \
+                     * sum. */                                                                     \
+                    const __m##W##i p0 =                                                           \
+                        off_shift ? _mm##W##_slli_epi32(                                           \
+                                        _mm##W##_load_si##W(                                       \
+                                            (const __m##W##i *)(const void *)pl_mm_lay_ns(         \
+                                                tl, n, NT, s, jj ? jB : jA)),                      \
+                                        (unsigned)off_shift)                                       \
+                                  : _mm##W##_setzero_si##W();                                      \
+                    for (uint32_t r = 0; r < nr; r++)                                              \
+                        p[jj][r] = p0;                                                             \
+                }                                                                                  \
+                for (uint32_t k = 0; k < 4; k++)                                                   \
+                    for (uint32_t h = 0; h < 16 / n_sub; h++)                                      \
+                        for (uint32_t jj = 0; jj < 2; jj++) {                                      \
+                            const uint32_t g = 16 * k + (16 / n_sub) * (jj ? jB : jA) + h;         \
+                            const __m##W##i a = _mm##W##_load_si##W(                               \
+                                (const __m##W##i *)(const void *)(q + 4 * g * (NT)));              \
+                            for (uint32_t r = 0; r < nr; r++)                                      \
+                                p[jj][r] = _mm##W##_dpbusd_epi32(                                  \
+                                    p[jj][r],                                                      \
+                                    _mm##W##_set1_epi32(group_word(&pk[r * n_sc + c], g)), a);     \
+                        }                                                                          \
+                if (block_da) {                                                                    \
+                    /* m_j = sum_j x (da_j x dw_j); t_k = m_k + m_k+4; u0 = t0 + t2 (part),        \
+                     * u1 = t1 + t3 (part2); acc += u0 + u1: the decode kernel's order. */         \
+                    const __m##W daA = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jA));           \
+                    const __m##W daB = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, jB));           \
+                    for (uint32_t r = 0; r < nr; r++) {                                            \
+                        const __m##W t = _mm##W##_add_ps(                                          \
+                            _mm##W##_mul_ps(                                                       \
+                                _mm##W##_cvtepi32_ps(p[0][r]),                                     \
+                                _mm##W##_mul_ps(daA,                                               \
+                                                _mm##W##_set1_ps(pk[r * n_sc + c].scale[jA]))),    \
+                            _mm##W##_mul_ps(                                                       \
+                                _mm##W##_cvtepi32_ps(p[1][r]),                                     \
+                                _mm##W##_mul_ps(daB,                                               \
+                                                _mm##W##_set1_ps(pk[r * n_sc + c].scale[jB]))));   \
+                        if (q2 == 0)                                                               \
+                            part[r] = t;                                                           \
+                        else if (q2 == 1)                                                          \
+                            part[r] = _mm##W##_add_ps(part[r], t);                                 \
+                        else if (q2 == 2)                                                          \
+                            part2[r] = t;                                                          \
+                        else                                                                       \
+                            acc[r] = _mm##W##_add_ps(                                              \
+                                acc[r], _mm##W##_add_ps(part[r], _mm##W##_add_ps(part2[r], t)));   \
+                    }                                                                              \
+                }                                                                                  \
+                for (uint32_t jj = 0; !block_da && jj < 2; jj++)                                   \
+                    for (uint32_t r = 0; r < nr; r++)                                              \
+                        isum[r] = _mm##W##_add_epi32(                                              \
+                            isum[r],                                                               \
+                            _mm##W##_mullo_epi32(                                                  \
+                                p[jj][r], _mm##W##_set1_epi32(pk[r * n_sc + c].isc[jA + jj])));    \
+            }                                                                                      \
+            /* K-quants, batch-invariant (matmul.h): s = fma(da x d, isum, s), then Q4_K's         \
+             * s = fma(-(da x dmin), sum_j mn_j x (the tokens' sub-block sums), s). */             \
+            if (!block_da) {                                                                       \
+                const __m##W da = _mm##W##_load_ps(pl_mm_lay_da(tl, n, NT, s, 0));                 \
+                __m##W fs[8];                                                                      \
+                for (uint32_t j = 0; !off_shift && j < 8; j++)                                     \
+                    fs[j] = _mm##W##_load_ps(pl_mm_lay_fs(tl, n, NT, s, j));                       \
+                for (uint32_t r = 0; r < nr; r++) {                                                \
+                    const struct packed_sb *b = &pk[r * n_sc + c];                                 \
+                    acc[r] = _mm##W##_fmadd_ps(_mm##W##_mul_ps(da, _mm##W##_set1_ps(b->d)),        \
+                                               _mm##W##_cvtepi32_ps(isum[r]), acc[r]);             \
+                    if (!off_shift) {                                                              \
+                        __m##W ms = _mm##W##_setzero_ps();                                         \
+                        for (uint32_t j = 0; j < 8; j++)                                           \
+                            ms = _mm##W##_fmadd_ps(_mm##W##_set1_ps(b->mn[j]), fs[j], ms);         \
+                        acc[r] = _mm##W##_fnmadd_ps(                                               \
+                            _mm##W##_mul_ps(da, _mm##W##_set1_ps(b->dmin)), ms, acc[r]);           \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 DEFINE_ROWS_CHUNK(rows_chunk, 512, PL_MM_TILE)
@@ -606,75 +606,88 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
  * super-blocks are unpacked SB_CHUNK at a time and each chunk is used for every tile; with
  * more than one chunk the partial sums go through out. W-bit vectors of NT tokens, with the
  * matching chunk kernel: DEFINE_ROWS for full tiles, DEFINE_ROWS8 for half tiles. */
-#define DEFINE_ROWS_W(name, chunk, W, NT, unpack, n_sub, block_da, off_shift)                 \
-    static inline __attribute__((always_inline)) void name##_group(                           \
-        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,     \
-        size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {              \
-        const int64_t n_sb = n / 256;                                                         \
-        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                     \
-            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                 \
-            for (uint32_t r = 0; r < nr; r++)                                                 \
-                for (int64_t c = 0; c < n_sc; c++) {                                          \
-                    struct unpacked u;                                                        \
-                    unpack(w + (size_t)r * row_bytes, s0 + c, &u);                            \
-                    pack_sb(&u, &pk[r * n_sc + c]);                                           \
-                }                                                                             \
-            for (uint32_t i = 0; i < n_tiles; i++) {                                          \
-                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);         \
-                if (s0 == 0)                                                                  \
-                    prefetch_next(w, nr * row_bytes, i, n_tiles);                             \
-                float *o = out + (size_t)i * nr * (NT);                                       \
-                __m##W acc[R_MAX];                                                            \
-                for (uint32_t r = 0; r < nr; r++)                                             \
-                    acc[r] = s0 == 0 ? _mm##W##_setzero_ps()                                  \
-                                     : _mm##W##_loadu_ps(o + r * (NT));                       \
-                chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);        \
-                for (uint32_t r = 0; r < nr; r++)                                             \
-                    _mm##W##_storeu_ps(o + r * (NT), acc[r]);                                 \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
-                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) { \
-        _Alignas(64) struct packed_sb pk[R_MAX * SB_CHUNK];                                   \
-        switch (n_rows) {                                                                     \
-        case 4:                                                                               \
-            name##_group(n, w, row_bytes, 4, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        case 3:                                                                               \
-            name##_group(n, w, row_bytes, 3, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        case 2:                                                                               \
-            name##_group(n, w, row_bytes, 2, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        case 1:                                                                               \
-            name##_group(n, w, row_bytes, 1, tiles, tile_bytes, n_tiles, pk, out);            \
-            break;                                                                            \
-        default:                                                                              \
-            break;                                                                            \
-        }                                                                                     \
+#define DEFINE_ROWS_W(name, chunk, W, NT, unpack, n_sub, block_da, off_shift)                      \
+    static inline __attribute__((always_inline)) void name##_group(                                \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t nr, const uint8_t *tiles,          \
+        size_t tile_bytes, uint32_t n_tiles, struct packed_sb *pk, float *out) {                   \
+        const int64_t n_sb = n / 256;                                                              \
+        for (int64_t s0 = 0; s0 < n_sb; s0 += SB_CHUNK) {                                          \
+            const int64_t n_sc = n_sb - s0 < SB_CHUNK ? n_sb - s0 : SB_CHUNK;                      \
+            for (uint32_t r = 0; r < nr; r++)                                                      \
+                for (int64_t c = 0; c < n_sc; c++) {                                               \
+                    struct unpacked u;                                                             \
+                    unpack(w + (size_t)r * row_bytes, s0 + c, &u);                                 \
+                    pack_sb(&u, &pk[r * n_sc + c]);                                                \
+                }                                                                                  \
+            for (uint32_t i = 0; i < n_tiles; i++) {                                               \
+                uint8_t *tl = (uint8_t *)(uintptr_t)(tiles + (size_t)i * tile_bytes);              \
+                if (s0 == 0)                                                                       \
+                    prefetch_next(w, nr *row_bytes, i, n_tiles);                                   \
+                float *o = out + (size_t)i * nr * (NT);                                            \
+                __m##W acc[R_MAX];                                                                 \
+                for (uint32_t r = 0; r < nr; r++)                                                  \
+                    acc[r] = s0 == 0 ? _mm##W##_setzero_ps() : _mm##W##_loadu_ps(o + r * (NT));    \
+                chunk(pk, nr, n_sc, tl, n, s0, (n_sub), (block_da), (off_shift), acc);             \
+                for (uint32_t r = 0; r < nr; r++)                                                  \
+                    _mm##W##_storeu_ps(o + r * (NT), acc[r]);                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,               \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {      \
+        _Alignas(64) struct packed_sb pk[R_MAX * SB_CHUNK];                                        \
+        switch (n_rows) {                                                                          \
+        case 4:                                                                                    \
+            name##_group(n, w, row_bytes, 4, tiles, tile_bytes, n_tiles, pk, out);                 \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            name##_group(n, w, row_bytes, 3, tiles, tile_bytes, n_tiles, pk, out);                 \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            name##_group(n, w, row_bytes, 2, tiles, tile_bytes, n_tiles, pk, out);                 \
+            break;                                                                                 \
+        case 1:                                                                                    \
+            name##_group(n, w, row_bytes, 1, tiles, tile_bytes, n_tiles, pk, out);                 \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
     }
 
-#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                 \
+#define DEFINE_ROWS(name, unpack, n_sub, block_da, off_shift)                                      \
     DEFINE_ROWS_W(name, rows_chunk, 512, PL_MM_TILE, unpack, n_sub, block_da, off_shift)
-#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                                \
+#define DEFINE_ROWS8(name, unpack, n_sub, block_da, off_shift)                                     \
     DEFINE_ROWS_W(name, rows_chunk8, 256, PL_MM_HALF, unpack, n_sub, block_da, off_shift)
 
 /* fn, a vec_rowsn (matmul.h) with the target attributes attr: impl(n, w, row_bytes, n_rows,
  * vec, out, NT) with NT = nv (2 .. PL_QUANT_DOTN_MAX) a constant, so impl's loops over the
  * vectors unroll. */
-#define DEFINE_NT_DISPATCH(attr, fn, impl)                                                    \
-    static attr void fn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,       \
-                        const uint8_t *const *vec, uint32_t nv, float *const *out) {          \
-        switch (nv) {                                                                         \
-        case 8: impl(n, w, row_bytes, n_rows, vec, out, 8); break;                            \
-        case 7: impl(n, w, row_bytes, n_rows, vec, out, 7); break;                            \
-        case 6: impl(n, w, row_bytes, n_rows, vec, out, 6); break;                            \
-        case 5: impl(n, w, row_bytes, n_rows, vec, out, 5); break;                            \
-        case 4: impl(n, w, row_bytes, n_rows, vec, out, 4); break;                            \
-        case 3: impl(n, w, row_bytes, n_rows, vec, out, 3); break;                            \
-        default: impl(n, w, row_bytes, n_rows, vec, out, 2); break;                           \
-        }                                                                                     \
+#define DEFINE_NT_DISPATCH(attr, fn, impl)                                                         \
+    static attr void fn(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,            \
+                        const uint8_t *const *vec, uint32_t nv, float *const *out) {               \
+        switch (nv) {                                                                              \
+        case 8:                                                                                    \
+            impl(n, w, row_bytes, n_rows, vec, out, 8);                                            \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            impl(n, w, row_bytes, n_rows, vec, out, 7);                                            \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            impl(n, w, row_bytes, n_rows, vec, out, 6);                                            \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            impl(n, w, row_bytes, n_rows, vec, out, 5);                                            \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            impl(n, w, row_bytes, n_rows, vec, out, 4);                                            \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            impl(n, w, row_bytes, n_rows, vec, out, 3);                                            \
+            break;                                                                                 \
+        default:                                                                                   \
+            impl(n, w, row_bytes, n_rows, vec, out, 2);                                            \
+            break;                                                                                 \
+        }                                                                                          \
     }
 _Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_NT_DISPATCH covers 2 .. 8 vectors");
 
@@ -693,8 +706,8 @@ static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, s
 }
 
 /* The sweep for super-blocks [s, s + k) of sb bytes each: their bytes, VEC_PF_BYTES on. */
-static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int64_t s,
-                                                         int64_t k, size_t sb) {
+static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int64_t s, int64_t k,
+                                                         size_t sb) {
     pf_sweep(row, VEC_PF_BYTES + (size_t)s * sb, VEC_PF_BYTES + (size_t)(s + k) * sb);
 }
 
@@ -714,151 +727,148 @@ static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int
  * super-blocks in pairs instead, the integer sums to floats and the trees of both in
  * 512-bit operations (name##_m2, name##_trees): Q4_0 over an L2-sized matrix 52 -> 63-67
  * GB/s, so the kernel keeps a margin over the bus when the host slows the core. */
-#define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes)                                     \
-    /* the 8 block products m_j of an unpacked super-block s with the vector v */            \
-    static inline __attribute__((always_inline)) __m256 name##_m(                             \
-        const struct unpacked *u, uint8_t *v, int64_t n, int64_t s) {                         \
-        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                     \
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[0], _mm512_load_si512(q)); \
-        p = _mm512_dpbusd_epi32(p, u->w[1], _mm512_load_si512(q + 64));                       \
-        p = _mm512_dpbusd_epi32(p, u->w[2], _mm512_load_si512(q + 128));                      \
-        p = _mm512_dpbusd_epi32(p, u->w[3], _mm512_load_si512(q + 192));                      \
-        /* block j: lanes 2j + 2j+1, plus the offset term */                                  \
-        const __m256i isum = _mm256_add_epi32(                                                \
-            _mm512_cvtepi64_epi32(_mm512_add_epi64(p, _mm512_srli_epi64(p, 32))),             \
-            _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)              \
-                                                     pl_mm_lay_ns(v, n, 1, s, 0)),            \
-                              (off_shift)));                                                  \
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),                                        \
-                             _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)),      \
-                                           _mm512_castps512_ps256(u->scale)));                \
-    }                                                                                         \
-    /* name##_m of super-blocks s (lanes 0..7) and s + 1 (lanes 8..15) of one row, in     \
-     * 512-bit operations: per lane the same operations */                                   \
-    static inline __attribute__((always_inline)) __m512 name##_m2(                            \
-        const struct unpacked *u0, const struct unpacked *u1, uint8_t *v, int64_t n,          \
-        int64_t s) {                                                                          \
-        const int8_t *q0 = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                    \
-        const int8_t *q1 = pl_mm_lay_qs(v, n, 1, s + 1, 0, 0);                                \
-        __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u0->w[0],                    \
-                                         _mm512_load_si512(q0));                              \
-        __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u1->w[0],                    \
-                                         _mm512_load_si512(q1));                              \
-        for (int k = 1; k < 4; k++) {                                                         \
-            p0 = _mm512_dpbusd_epi32(p0, u0->w[k], _mm512_load_si512(q0 + 64 * k));           \
-            p1 = _mm512_dpbusd_epi32(p1, u1->w[k], _mm512_load_si512(q1 + 64 * k));           \
-        }                                                                                     \
-        /* block j's lanes 2j + 2j+1 summed (even lanes), both super-blocks in one register */ \
-        const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,  \
-                                              6, 4, 2, 0);                                    \
-        const __m512i isum = _mm512_permutex2var_epi32(                                       \
-            _mm512_add_epi32(p0, _mm512_srli_epi64(p0, 32)), even,                            \
-            _mm512_add_epi32(p1, _mm512_srli_epi64(p1, 32)));                                 \
-        const __m512i ns = _mm512_inserti64x4(                                                \
-            _mm512_castsi256_si512(_mm256_loadu_si256(                                        \
-                (const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s, 0))),                 \
-            _mm256_loadu_si256((const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s + 1, 0)), \
-            1);                                                                               \
-        const __m512 sc = _mm512_castpd_ps(_mm512_insertf64x4(                                \
+#define DEFINE_VEC_ROWS(name, unpack, off_shift, sb_bytes)                                         \
+    /* the 8 block products m_j of an unpacked super-block s with the vector v */                  \
+    static inline __attribute__((always_inline))                                                   \
+    __m256 name##_m(const struct unpacked *u, uint8_t *v, int64_t n, int64_t s) {                  \
+        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                          \
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[0], _mm512_load_si512(q));    \
+        p = _mm512_dpbusd_epi32(p, u->w[1], _mm512_load_si512(q + 64));                            \
+        p = _mm512_dpbusd_epi32(p, u->w[2], _mm512_load_si512(q + 128));                           \
+        p = _mm512_dpbusd_epi32(p, u->w[3], _mm512_load_si512(q + 192));                           \
+        /* block j: lanes 2j + 2j+1, plus the offset term */                                       \
+        const __m256i isum = _mm256_add_epi32(                                                     \
+            _mm512_cvtepi64_epi32(_mm512_add_epi64(p, _mm512_srli_epi64(p, 32))),                  \
+            _mm256_slli_epi32(                                                                     \
+                _mm256_loadu_si256((const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s, 0)),    \
+                (off_shift)));                                                                     \
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),                                             \
+                             _mm256_mul_ps(_mm256_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)),           \
+                                           _mm512_castps512_ps256(u->scale)));                     \
+    }                                                                                              \
+    /* name##_m of super-blocks s (lanes 0..7) and s + 1 (lanes 8..15) of one row, in              \
+     * 512-bit operations: per lane the same operations */                                         \
+    static inline __attribute__((always_inline)) __m512 name##_m2(                                 \
+        const struct unpacked *u0, const struct unpacked *u1, uint8_t *v, int64_t n, int64_t s) {  \
+        const int8_t *q0 = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                         \
+        const int8_t *q1 = pl_mm_lay_qs(v, n, 1, s + 1, 0, 0);                                     \
+        __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u0->w[0], _mm512_load_si512(q0)); \
+        __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u1->w[0], _mm512_load_si512(q1)); \
+        for (int k = 1; k < 4; k++) {                                                              \
+            p0 = _mm512_dpbusd_epi32(p0, u0->w[k], _mm512_load_si512(q0 + 64 * k));                \
+            p1 = _mm512_dpbusd_epi32(p1, u1->w[k], _mm512_load_si512(q1 + 64 * k));                \
+        }                                                                                          \
+        /* block j's lanes 2j + 2j+1 summed (even lanes), both super-blocks in one register */     \
+        const __m512i even =                                                                       \
+            _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);           \
+        const __m512i isum =                                                                       \
+            _mm512_permutex2var_epi32(_mm512_add_epi32(p0, _mm512_srli_epi64(p0, 32)), even,       \
+                                      _mm512_add_epi32(p1, _mm512_srli_epi64(p1, 32)));            \
+        const __m512i ns = _mm512_inserti64x4(                                                     \
+            _mm512_castsi256_si512(                                                                \
+                _mm256_loadu_si256((const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s, 0))),   \
+            _mm256_loadu_si256((const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s + 1, 0)),    \
+            1);                                                                                    \
+        const __m512 sc = _mm512_castpd_ps(_mm512_insertf64x4(                                     \
             _mm512_castps_pd(u0->scale), _mm256_castps_pd(_mm512_castps512_ps256(u1->scale)), 1)); \
-        return _mm512_mul_ps(                                                                 \
-            _mm512_cvtepi32_ps(_mm512_add_epi32(isum, _mm512_slli_epi32(ns, (off_shift)))),   \
-            _mm512_mul_ps(_mm512_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)), sc));                 \
-    }                                                                                         \
-    /* The batch-invariant trees of the two halves of m, in lanes 0 and 8; acc += those of  \
-     * m0 (row 0 in lanes 0..7) and m1 (row 1, 8..15) */                                     \
-    static inline __attribute__((always_inline)) __m512 name##_trees(__m512 m) {              \
-        const __m512 t = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, 0xB1));                  \
-        const __m512 uu = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));                       \
-        return _mm512_add_ps(uu, _mm512_permute_ps(uu, 0xB1));                                \
-    }                                                                                         \
-    static inline __attribute__((always_inline)) __m512 name##_tree(__m512 acc, __m256 m0,     \
-                                                                    __m256 m1) {              \
-        return _mm512_add_ps(acc, name##_trees(_mm512_castpd_ps(_mm512_insertf64x4(           \
-                                      _mm512_castps_pd(_mm512_castps256_ps512(m0)),           \
-                                      _mm256_castps_pd(m1), 1))));                            \
-    }                                                                                         \
-    /* one row's tree, as name##_tree's per-row lanes */                                      \
-    static inline __attribute__((always_inline)) float name##_tree1(float a0, __m256 m) {     \
-        const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));  \
-        const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                                 \
-        return a0 + _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                       \
-    }                                                                                         \
-    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
-                     const uint8_t *vec, float *out) {                                       \
-        const int64_t n_sb = n / 256;                                                         \
-        uint8_t *v = (uint8_t *)(uintptr_t)vec;                                               \
-        for (uint32_t r = 0; r < n_rows; r++) {                                               \
-            const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
-            float a0 = 0.0f;                                                                  \
-            int64_t s = 0;                                                                    \
-            for (; s + 2 <= n_sb; s += 2) {                                                   \
-                struct unpacked u0, u1;                                                       \
-                pf_sbs(r0, s, 2, (sb_bytes));                                                 \
-                unpack(r0, s, &u0);                                                           \
-                unpack(r0, s + 1, &u1);                                                       \
-                /* the trees of both super-blocks side by side (lanes 0 and 8), added to  \
-                 * the row's sum in order */                                                 \
-                const __m512 t = name##_trees(name##_m2(&u0, &u1, v, n, s));                  \
-                a0 += _mm512_cvtss_f32(t);                                                    \
-                a0 += _mm_cvtss_f32(_mm512_extractf32x4_ps(t, 2));                            \
-            }                                                                                 \
-            for (; s < n_sb; s++) {                                                           \
-                struct unpacked u0;                                                           \
-                pf_sbs(r0, s, 1, (sb_bytes));                                                 \
-                unpack(r0, s, &u0);                                                           \
-                a0 = name##_tree1(a0, name##_m(&u0, v, n, s));                                \
-            }                                                                                 \
-            out[r] = a0;                                                                      \
-        }                                                                                     \
-    }                                                                                         \
-    /* NT tokens (vectors vec[t], 2 .. 4; NT constant after inlining): each super-block of a \
-     * row pair unpacked once for all; per token name()'s operations, so out[t] is          \
-     * bit-identical to name()'s. */                                                          \
-    static inline __attribute__((always_inline)) void name##_n(                               \
-        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,                       \
-        const uint8_t *const *vec, float *const *out, const int NT) {                         \
-        const int64_t n_sb = n / 256;                                                         \
-        uint8_t *v[PL_QUANT_DOTN_MAX];                                                        \
-        for (int t = 0; t < NT; t++)                                                          \
-            v[t] = (uint8_t *)(uintptr_t)vec[t];                                              \
-        const size_t pair_pf = 2 * row_bytes + VEC_PF_BYTES;                                  \
-        uint32_t r = 0;                                                                       \
-        for (; r + 2 <= n_rows; r += 2) {                                                     \
-            const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;              \
-            __m512 acc[PL_QUANT_DOTN_MAX];                                                    \
-            for (int t = 0; t < NT; t++)                                                      \
-                acc[t] = _mm512_setzero_ps();                                                 \
-            for (int64_t s = 0; s < n_sb; s++) {                                              \
-                struct unpacked u0, u1;                                                       \
-                /* the pair's 2 x row_bytes, swept at twice the rate, past the next pair */   \
-                pf_sweep(r0, pair_pf + 2 * (size_t)s * (sb_bytes),                            \
-                         pair_pf + 2 * (size_t)(s + 1) * (sb_bytes));                         \
-                unpack(r0, s, &u0);                                                           \
-                unpack(r1, s, &u1);                                                           \
-                for (int t = 0; t < NT; t++)                                                  \
-                    acc[t] = name##_tree(acc[t], name##_m(&u0, v[t], n, s),                   \
-                                         name##_m(&u1, v[t], n, s));                          \
-            }                                                                                 \
-            for (int t = 0; t < NT; t++) {                                                    \
-                out[t][r] = _mm512_cvtss_f32(acc[t]);                                         \
-                out[t][r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[t], 2));             \
-            }                                                                                 \
-        }                                                                                     \
-        for (; r < n_rows; r++) {                                                             \
-            const uint8_t *r0 = w + (size_t)r * row_bytes;                                    \
-            float a[PL_QUANT_DOTN_MAX] = {0.0f};                                              \
-            for (int64_t s = 0; s < n_sb; s++) {                                              \
-                struct unpacked u0;                                                           \
-                pf_sbs(r0, s, 1, (sb_bytes));                                                 \
-                unpack(r0, s, &u0);                                                           \
-                for (int t = 0; t < NT; t++)                                                  \
-                    a[t] = name##_tree1(a[t], name##_m(&u0, v[t], n, s));                     \
-            }                                                                                 \
-            for (int t = 0; t < NT; t++)                                                      \
-                out[t][r] = a[t];                                                             \
-        }                                                                                     \
-    }                                                                                         \
+        return _mm512_mul_ps(                                                                      \
+            _mm512_cvtepi32_ps(_mm512_add_epi32(isum, _mm512_slli_epi32(ns, (off_shift)))),        \
+            _mm512_mul_ps(_mm512_loadu_ps(pl_mm_lay_da(v, n, 1, s, 0)), sc));                      \
+    }                                                                                              \
+    /* The batch-invariant trees of the two halves of m, in lanes 0 and 8; acc += those of         \
+     * m0 (row 0 in lanes 0..7) and m1 (row 1, 8..15) */                                           \
+    static inline __attribute__((always_inline)) __m512 name##_trees(__m512 m) {                   \
+        const __m512 t = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, 0xB1));                       \
+        const __m512 uu = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));                            \
+        return _mm512_add_ps(uu, _mm512_permute_ps(uu, 0xB1));                                     \
+    }                                                                                              \
+    static inline __attribute__((always_inline))                                                   \
+    __m512 name##_tree(__m512 acc, __m256 m0, __m256 m1) {                                         \
+        return _mm512_add_ps(                                                                      \
+            acc, name##_trees(_mm512_castpd_ps(_mm512_insertf64x4(                                 \
+                     _mm512_castps_pd(_mm512_castps256_ps512(m0)), _mm256_castps_pd(m1), 1))));    \
+    }                                                                                              \
+    /* one row's tree, as name##_tree's per-row lanes */                                           \
+    static inline __attribute__((always_inline)) float name##_tree1(float a0, __m256 m) {          \
+        const __m128 t = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));       \
+        const __m128 uu = _mm_add_ps(t, _mm_movehl_ps(t, t));                                      \
+        return a0 + _mm_cvtss_f32(_mm_add_ss(uu, _mm_movehdup_ps(uu)));                            \
+    }                                                                                              \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,               \
+                     const uint8_t *vec, float *out) {                                             \
+        const int64_t n_sb = n / 256;                                                              \
+        uint8_t *v = (uint8_t *)(uintptr_t)vec;                                                    \
+        for (uint32_t r = 0; r < n_rows; r++) {                                                    \
+            const uint8_t *r0 = w + (size_t)r * row_bytes;                                         \
+            float a0 = 0.0f;                                                                       \
+            int64_t s = 0;                                                                         \
+            for (; s + 2 <= n_sb; s += 2) {                                                        \
+                struct unpacked u0, u1;                                                            \
+                pf_sbs(r0, s, 2, (sb_bytes));                                                      \
+                unpack(r0, s, &u0);                                                                \
+                unpack(r0, s + 1, &u1);                                                            \
+                /* the trees of both super-blocks side by side (lanes 0 and 8), added to           \
+                 * the row's sum in order */                                                       \
+                const __m512 t = name##_trees(name##_m2(&u0, &u1, v, n, s));                       \
+                a0 += _mm512_cvtss_f32(t);                                                         \
+                a0 += _mm_cvtss_f32(_mm512_extractf32x4_ps(t, 2));                                 \
+            }                                                                                      \
+            for (; s < n_sb; s++) {                                                                \
+                struct unpacked u0;                                                                \
+                pf_sbs(r0, s, 1, (sb_bytes));                                                      \
+                unpack(r0, s, &u0);                                                                \
+                a0 = name##_tree1(a0, name##_m(&u0, v, n, s));                                     \
+            }                                                                                      \
+            out[r] = a0;                                                                           \
+        }                                                                                          \
+    }                                                                                              \
+    /* NT tokens (vectors vec[t], 2 .. 4; NT constant after inlining): each super-block of a       \
+     * row pair unpacked once for all; per token name()'s operations, so out[t] is                 \
+     * bit-identical to name()'s. */                                                               \
+    static inline __attribute__((always_inline)) void name##_n(                                    \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec, \
+        float *const *out, const int NT) {                                                         \
+        const int64_t n_sb = n / 256;                                                              \
+        uint8_t *v[PL_QUANT_DOTN_MAX];                                                             \
+        for (int t = 0; t < NT; t++)                                                               \
+            v[t] = (uint8_t *)(uintptr_t)vec[t];                                                   \
+        const size_t pair_pf = 2 * row_bytes + VEC_PF_BYTES;                                       \
+        uint32_t r = 0;                                                                            \
+        for (; r + 2 <= n_rows; r += 2) {                                                          \
+            const uint8_t *r0 = w + (size_t)r * row_bytes, *r1 = r0 + row_bytes;                   \
+            __m512 acc[PL_QUANT_DOTN_MAX];                                                         \
+            for (int t = 0; t < NT; t++)                                                           \
+                acc[t] = _mm512_setzero_ps();                                                      \
+            for (int64_t s = 0; s < n_sb; s++) {                                                   \
+                struct unpacked u0, u1;                                                            \
+                /* the pair's 2 x row_bytes, swept at twice the rate, past the next pair */        \
+                pf_sweep(r0, pair_pf + 2 * (size_t)s * (sb_bytes),                                 \
+                         pair_pf + 2 * (size_t)(s + 1) * (sb_bytes));                              \
+                unpack(r0, s, &u0);                                                                \
+                unpack(r1, s, &u1);                                                                \
+                for (int t = 0; t < NT; t++)                                                       \
+                    acc[t] =                                                                       \
+                        name##_tree(acc[t], name##_m(&u0, v[t], n, s), name##_m(&u1, v[t], n, s)); \
+            }                                                                                      \
+            for (int t = 0; t < NT; t++) {                                                         \
+                out[t][r] = _mm512_cvtss_f32(acc[t]);                                              \
+                out[t][r + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[t], 2));                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (; r < n_rows; r++) {                                                                  \
+            const uint8_t *r0 = w + (size_t)r * row_bytes;                                         \
+            float a[PL_QUANT_DOTN_MAX] = {0.0f};                                                   \
+            for (int64_t s = 0; s < n_sb; s++) {                                                   \
+                struct unpacked u0;                                                                \
+                pf_sbs(r0, s, 1, (sb_bytes));                                                      \
+                unpack(r0, s, &u0);                                                                \
+                for (int t = 0; t < NT; t++)                                                       \
+                    a[t] = name##_tree1(a[t], name##_m(&u0, v[t], n, s));                          \
+            }                                                                                      \
+            for (int t = 0; t < NT; t++)                                                           \
+                out[t][r] = a[t];                                                                  \
+        }                                                                                          \
+    }                                                                                              \
     DEFINE_NT_DISPATCH(, name##n, name##_n)
 
 /* Offsets: Q6_K's 32, Q4_0's 8, Q8_0's 128 (its bias); Q4_K's mins go through fs. */
@@ -903,11 +913,11 @@ static inline TARGET_GV __attribute__((always_inline)) void q4kp_load(const uint
     const __m512i m4 = _mm512_set1_epi8(0x0F), hi_nib = _mm512_set1_epi64(GF_HI_NIBBLE);
     /* the field of lane pair j (scale: byte 0 of each dword, stream bit 6j) or lane j
      * (min); the bits above the field go with the mask */
-    const __m512i sc_ctl = _mm512_set_epi64(42ll << 32 | 42, 36ll << 32 | 36, 30ll << 32 | 30,
-                                            24ll << 32 | 24, 18ll << 32 | 18, 12ll << 32 | 12,
-                                            6ll << 32 | 6, 0);
-    const __m256i mn_ctl = _mm256_set_epi64x(42ll << 32 | 36, 30ll << 32 | 24, 18ll << 32 | 12,
-                                             6ll << 32 | 0);
+    const __m512i sc_ctl =
+        _mm512_set_epi64(42ll << 32 | 42, 36ll << 32 | 36, 30ll << 32 | 30, 24ll << 32 | 24,
+                         18ll << 32 | 18, 12ll << 32 | 12, 6ll << 32 | 6, 0);
+    const __m256i mn_ctl =
+        _mm256_set_epi64x(42ll << 32 | 36, 30ll << 32 | 24, 18ll << 32 | 12, 6ll << 32 | 0);
     const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
     u->w[0] = _mm512_and_si512(lo, m4);
     u->w[1] = _mm512_and_si512(hi, m4);
@@ -928,8 +938,7 @@ static inline TARGET_GV __attribute__((always_inline)) void q4kp_load(const uint
 static inline TARGET_GV __attribute__((always_inline)) __m512i
 q4kp_dot(const struct q4kp_w *u, const int8_t *q, const int32_t *ns) {
     __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[0], _mm512_load_si512(q));
-    __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[2],
-                                     _mm512_load_si512(q + 128));
+    __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[2], _mm512_load_si512(q + 128));
     pa = _mm512_dpbusd_epi32(pa, u->w[1], _mm512_load_si512(q + 64));
     pb = _mm512_dpbusd_epi32(pb, u->w[3], _mm512_load_si512(q + 192));
     const __m512i ps = _mm512_mullo_epi32(_mm512_add_epi32(pa, pb), u->sc);
@@ -1214,8 +1223,8 @@ q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
                     _mm512_cvtepi32_ps(q6kp_reduce4(z[t][0], z[t][1], z[t][2], z[t][3])));
                 for (int i = 0; i < 4; i++)
                     if (i < k)
-                        sum[t] = fmaf(d[i] * *pl_mm_lay_da(v[t], n, 1, s0 + i, 0), lane4(x, i),
-                                      sum[t]);
+                        sum[t] =
+                            fmaf(d[i] * *pl_mm_lay_da(v[t], n, 1, s0 + i, 0), lane4(x, i), sum[t]);
             }
         }
         for (int t = 0; t < NT; t++)
@@ -1230,38 +1239,38 @@ DEFINE_ROWS8(rows8_q6_Kp, unpack_q6_Kp, 16, 0, 5)
 
 /* Q4_K without GFNI/VBMI decodes through quant_avx512.c's per-row dot product, which was
  * faster than a decode vector kernel on the GGUF layout. */
-static const struct pl_mm_tile_kernel k_q4_K = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_K,
-                                                NULL, rows8_q4_K, PL_MM_ROWS, NULL, NULL, 0,
-                                                NULL, NULL};
+static const struct pl_mm_tile_kernel k_q4_K = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_K, NULL, rows8_q4_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
 /* With GFNI and VBMI: weights repacked at load, decoded by vec_q4_Kp / vec_q4_Kpn. */
-static const struct pl_mm_tile_kernel k_q4_Kp = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32,
-                                                 rows_q4_Kp, vec_q4_Kp, rows8_q4_Kp,
-                                                 PL_MM_ROWS, NULL, vec_q4_Kpn, 0, NULL, NULL};
-static const struct pl_mm_tile_kernel k_q4_K_gv = {PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32,
-                                                   rows_q4_K, NULL, rows8_q4_K, PL_MM_ROWS,
-                                                   NULL, NULL, 0, &k_q4_Kp, repack_q4_K};
-static const struct pl_mm_tile_kernel k_q6_K = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16, rows_q6_K,
-                                                NULL, rows8_q6_K, PL_MM_ROWS, NULL, NULL, 0,
-                                                NULL, NULL};
+static const struct pl_mm_tile_kernel k_q4_Kp = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_Kp, vec_q4_Kp, rows8_q4_Kp,
+    PL_MM_ROWS,        NULL, vec_q4_Kpn,   0,          NULL,      NULL};
+static const struct pl_mm_tile_kernel k_q4_K_gv = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_K, NULL,     rows8_q4_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         &k_q4_Kp, repack_q4_K};
+static const struct pl_mm_tile_kernel k_q6_K = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_K, NULL, rows8_q6_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
 /* With GFNI and VBMI: repacked at load, decoded by vec_q6_Kp / vec_q6_Kpn. */
-static const struct pl_mm_tile_kernel k_q6_Kp = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16,
-                                                 rows_q6_Kp, vec_q6_Kp, rows8_q6_Kp,
-                                                 PL_MM_ROWS, NULL, vec_q6_Kpn, 0, NULL, NULL};
-static const struct pl_mm_tile_kernel k_q6_K_gv = {PL_GGML_TYPE_Q8_K, 16, prep_q8_K_16,
-                                                   rows_q6_K, NULL, rows8_q6_K, PL_MM_ROWS,
-                                                   NULL, NULL, 0, &k_q6_Kp, repack_q6_K};
-static const struct pl_mm_tile_kernel k_q4_0p = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32,
-                                                 rows_q4_0p, vec_q4_0p, rows8_q4_0p,
-                                                 PL_MM_ROWS, NULL, vec_q4_0pn, 0, NULL, NULL};
-static const struct pl_mm_tile_kernel k_q8_0p = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32,
-                                                 rows_q8_0p, vec_q8_0p, rows8_q8_0p,
-                                                 PL_MM_ROWS, NULL, vec_q8_0pn, 0, NULL, NULL};
-static const struct pl_mm_tile_kernel k_q4_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,
-                                                vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
-                                                vec_q4_0n, 0, &k_q4_0p, repack_q4_0};
-static const struct pl_mm_tile_kernel k_q8_0 = {PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,
-                                                vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
-                                                vec_q8_0n, 0, &k_q8_0p, repack_q8_0};
+static const struct pl_mm_tile_kernel k_q6_Kp = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_Kp, vec_q6_Kp, rows8_q6_Kp,
+    PL_MM_ROWS,        NULL, vec_q6_Kpn,   0,          NULL,      NULL};
+static const struct pl_mm_tile_kernel k_q6_K_gv = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_K, NULL,     rows8_q6_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         &k_q6_Kp, repack_q6_K};
+static const struct pl_mm_tile_kernel k_q4_0p = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p,
+    PL_MM_ROWS,        NULL, vec_q4_0pn,   0,          NULL,      NULL};
+static const struct pl_mm_tile_kernel k_q8_0p = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q8_0p, vec_q8_0p, rows8_q8_0p,
+    PL_MM_ROWS,        NULL, vec_q8_0pn,   0,          NULL,      NULL};
+static const struct pl_mm_tile_kernel k_q4_0 = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0, vec_q4_0, rows8_q4_0,
+    PL_MM_ROWS,        NULL, vec_q4_0n,    0,         &k_q4_0p, repack_q4_0};
+static const struct pl_mm_tile_kernel k_q8_0 = {
+    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q8_0, vec_q8_0, rows8_q8_0,
+    PL_MM_ROWS,        NULL, vec_q8_0n,    0,         &k_q8_0p, repack_q8_0};
 
 /* GFNI and VBMI (Ice Lake, Sapphire Rapids, Zen 4 on): optional beside AVX-512 VNNI. */
 static bool have_gv(void) {
@@ -1294,8 +1303,8 @@ void pl_mm_swiglu_avx512(float *out, const float *g, const float *u, size_t n) {
     for (size_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
-        const __m512 e = pl_vexp_nonpos(
-            _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
+        const __m512 e =
+            pl_vexp_nonpos(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
         const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
         const __m512 num = _mm512_mask_mul_ps(x, neg, x, e);
         const __m512 r = _mm512_div_ps(num, _mm512_add_ps(one, e));

@@ -164,8 +164,8 @@ static inline __m256i f32_to_bf16_epi32(__m256 f) {
     __m256i hi = _mm256_srli_epi32(x, 16);
     __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
                                      _mm256_set1_epi32(0x7F800000));
-    __m256i rnd = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF),
-                                   _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+    __m256i rnd =
+        _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
     __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, rnd), 16);
     __m256i q = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
     return _mm256_blendv_epi8(r, q, nan);
@@ -233,8 +233,7 @@ static inline int32_t q8_block(const float *src, int8_t *qs, float id) {
     }
     _mm256_storeu_si256((__m256i *)qs, pack_i32x32(q[0], q[1], q[2], q[3]));
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    return hsum_epi32_128(
-        _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+    return hsum_epi32_128(_mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
 }
 
 static void q8_0_from_f32(const float *restrict src, void *restrict dst, int64_t n) {
@@ -287,8 +286,8 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
             __m256i q[4];
             for (int k = 0; k < 4; k++) {
                 /* clamping before rounding to nearest even = the reference's clamp after */
-                __m256 v = clamp_nan0(_mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * k), vs),
-                                      -128.f, 127.f);
+                __m256 v =
+                    clamp_nan0(_mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * k), vs), -128.f, 127.f);
                 q[k] = _mm256_cvttps_epi32(
                     _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             }
@@ -347,8 +346,8 @@ static float vec_dot_q4_1(int64_t n, const void *restrict w, const void *restric
         if (!(i & 1))
             pf(&a[i], 1);
         __m256i p = mad_us(nibbles32(a[i].qs), load256(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
-                              acc);
+        acc =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
         summ += h2f(a[i].m) * h2f(b[i].s);
     }
     return hsum_ps(acc) + summ;
@@ -374,8 +373,8 @@ static float vec_dot_q5_0(int64_t n, const void *restrict w, const void *restric
         __m256i p16 =
             _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(sixteen, y));
         __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
-                              acc);
+        acc =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
     }
     return hsum_ps(acc);
 }
@@ -390,8 +389,8 @@ static float vec_dot_q5_1(int64_t n, const void *restrict w, const void *restric
         if (!(i & 1))
             pf(&a[i], 1);
         __m256i p = mad_us(q5_quants(a[i].qs, a[i].qh), load256(b[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)),
-                              acc);
+        acc =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
         summ += h2f(a[i].m) * h2f(b[i].s);
     }
     return hsum_ps(acc) + summ;
@@ -436,14 +435,15 @@ static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restric
 static inline __m256i chunk_scales(__m256i sc16, int k) {
     static const uint8_t idx[4][2] = {{0, 2}, {4, 6}, {8, 10}, {12, 14}};
     __m128i half = k < 4 ? _mm256_castsi256_si128(sc16) : _mm256_extracti128_si256(sc16, 1);
-    __m128i lo = _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][0] | ((idx[k & 3][0] + 1) << 8))));
-    __m128i hi = _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][1] | ((idx[k & 3][1] + 1) << 8))));
+    __m128i lo =
+        _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][0] | ((idx[k & 3][0] + 1) << 8))));
+    __m128i hi =
+        _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][1] | ((idx[k & 3][1] + 1) << 8))));
     return _mm256_set_m128i(hi, lo);
 }
 
 static inline int32_t hsum_epi32(__m256i v) {
-    return hsum_epi32_128(
-        _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+    return hsum_epi32_128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 /* The 2-bit field s (0..3) of the 32 bytes q: (q >> 2s) & 3. */
@@ -460,7 +460,8 @@ static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restric
         pf(&a[i], 2);
         __m128i raw = load128(a[i].scales);
         __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
-        __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        __m256i m16 =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         int32_t summ = hsum_epi32(_mm256_madd_epi16(m16, load256(b[i].bsums)));
         __m256i acc = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -545,8 +546,10 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
             __m256i q = load256(a[i].qs + 32 * g);
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
-            __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
+            __m256i s_lo =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
+            __m256i s_hi =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
             __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * g));
             __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * g + 32));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, s_lo));
@@ -579,8 +582,10 @@ static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restric
             __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                          _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
             qh = _mm256_srli_epi16(qh, 2);
-            __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
-            __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
+            __m256i s_lo =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
+            __m256i s_hi =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
             __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * g));
             __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * g + 32));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, s_lo));

@@ -94,10 +94,11 @@ static float vec_dot_f32(int64_t n, const void *restrict w, const void *restrict
         acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
     if (i < n) { /* masked tail: lanes past n read nothing and add zero */
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i),
-                               acc1);
+        acc1 =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
 static inline __m512 f16x16(const uint16_t *p) {
@@ -123,7 +124,8 @@ static float vec_dot_f16(int64_t n, const void *restrict w, const void *restrict
         __m512 vb = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i));
         acc1 = _mm512_fmadd_ps(va, vb, acc1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
 /* BF16 widened by a shift, products by FMA: exact products as the reference's (the
@@ -153,7 +155,8 @@ static float vec_dot_bf16(int64_t n, const void *restrict w, const void *restric
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b + i)), 16));
         acc1 = _mm512_fmadd_ps(va, vb, acc1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: groups of 8 blocks with vector block scales ----
@@ -170,18 +173,18 @@ static float vec_dot_bf16(int64_t n, const void *restrict w, const void *restric
  * fp16 at byte offset off of block k (block stride S); only the low 6 bits matter (lanes
  * the blend does not take may hold any value). */
 #define WIX(S, off, base, k) ((int16_t)((((k) * (S) + (off) - (base)) / 2) & 63))
-#define WIX8(S, off, base)                                                                    \
-    WIX(S, off, base, 0), WIX(S, off, base, 1), WIX(S, off, base, 2), WIX(S, off, base, 3),   \
+#define WIX8(S, off, base)                                                                         \
+    WIX(S, off, base, 0), WIX(S, off, base, 1), WIX(S, off, base, 2), WIX(S, off, base, 3),        \
         WIX(S, off, base, 4), WIX(S, off, base, 5), WIX(S, off, base, 6), WIX(S, off, base, 7)
 /* Second window: 128 bytes from byte 128 of the group, or its last 128 bytes when the
  * group is shorter than 256 (8 S > 128 whenever a field lies past byte 128): no load
  * leaves the group, and every field past byte 128 lies inside. */
-#define WBASE2(S) (8 * (S) - 128 < 128 ? 8 * (S) - 128 : 128)
+#define WBASE2(S) (-128 + 8 * (S) < 128 ? -128 + 8 * (S) : 128)
 /* Bit k set (k < 8: field off0, k >= 8: field off1) when that fp16 lies past byte 128. */
 #define WHI(S, off, k) (((k) * (S) + (off) + 2 > 128) ? 1u << (k) : 0u)
-#define WHI8(S, off, sh)                                                                      \
-    ((WHI(S, off, 0) | WHI(S, off, 1) | WHI(S, off, 2) | WHI(S, off, 3) | WHI(S, off, 4) |    \
-      WHI(S, off, 5) | WHI(S, off, 6) | WHI(S, off, 7))                                       \
+#define WHI8(S, off, sh)                                                                           \
+    ((WHI(S, off, 0) | WHI(S, off, 1) | WHI(S, off, 2) | WHI(S, off, 3) | WHI(S, off, 4) |         \
+      WHI(S, off, 5) | WHI(S, off, 6) | WHI(S, off, 7))                                            \
      << (sh))
 
 /* A gather of two fp16 fields of 8 blocks of stride S: word tables for both windows and
@@ -191,11 +194,12 @@ struct f16x2_gather {
     uint32_t mask;
     int stride;
 };
-#define F16X2_GATHER(S, off0, off1)                                                           \
-    {{WIX8(S, off0, 0), WIX8(S, off1, 0)},                                                    \
-     {WIX8(S, off0, WBASE2(S)), WIX8(S, off1, WBASE2(S))},                                    \
-     WHI8(S, off0, 0) | WHI8(S, off1, 8),                                                     \
-     S}
+#define F16X2_GATHER(S, off0, off1)                                                                \
+    {                                                                                              \
+        {WIX8(S, off0, 0), WIX8(S, off1, 0)},                                                      \
+            {WIX8(S, off0, WBASE2(S)), WIX8(S, off1, WBASE2(S))},                                  \
+            WHI8(S, off0, 0) | WHI8(S, off1, 8), S                                                 \
+    }
 
 /* Q4_0 (18 bytes: d), Q4_1 (20: d, m), Q5_0 (22: d), Q5_1 (24: d, m), Q8_0 (34: d),
  * Q8_1 (36: d, s). Single-field types repeat the field. */
@@ -251,18 +255,20 @@ static inline __attribute__((always_inline)) __m256i b32_dot(enum b32_kind k, co
     switch (k) {
     case B32_Q4_0:
         u = nibbles32(w + 2);
-        return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y),
-                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), y));
+        return _mm256_sub_epi32(
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y),
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), y));
     case B32_Q4_1:
         return _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles32(w + 4), y);
     case B32_Q5_0:
-        u = _mm256_or_si256(nibbles32(w + 6),
-                            _mm256_maskz_mov_epi8((__mmask32)load_u32(w + 2), _mm256_set1_epi8(0x10)));
-        return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y),
-                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), y));
+        u = _mm256_or_si256(nibbles32(w + 6), _mm256_maskz_mov_epi8((__mmask32)load_u32(w + 2),
+                                                                    _mm256_set1_epi8(0x10)));
+        return _mm256_sub_epi32(
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y),
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), y));
     case B32_Q5_1:
-        u = _mm256_or_si256(nibbles32(w + 8),
-                            _mm256_maskz_mov_epi8((__mmask32)load_u32(w + 4), _mm256_set1_epi8(0x10)));
+        u = _mm256_or_si256(nibbles32(w + 8), _mm256_maskz_mov_epi8((__mmask32)load_u32(w + 4),
+                                                                    _mm256_set1_epi8(0x10)));
         return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y);
     case B32_Q8_0:
     default:
@@ -278,11 +284,9 @@ static inline float hsum256(__m256 v) {
 
 /* sum over nb blocks of d_w d_x (w . y) (+ m_w s_x for Q4_1/Q5_1). ws/xs: block sizes of
  * the weight and activation types; gw/gx their scale gathers. */
-static inline __attribute__((always_inline)) float b32_vec_dot(enum b32_kind k, int64_t n,
-                                                               const uint8_t *w, const uint8_t *x,
-                                                               int ws, int xs,
-                                                               const struct f16x2_gather *gw,
-                                                               const struct f16x2_gather *gx) {
+static inline __attribute__((always_inline)) float
+b32_vec_dot(enum b32_kind k, int64_t n, const uint8_t *w, const uint8_t *x, int ws, int xs,
+            const struct f16x2_gather *gw, const struct f16x2_gather *gx) {
     const bool has_min = k == B32_Q4_1 || k == B32_Q5_1;
     float s8[8] __attribute__((aligned(32)));
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -299,16 +303,17 @@ static inline __attribute__((always_inline)) float b32_vec_dot(enum b32_kind k, 
         __m512 s = _mm512_mul_ps(dw, dx);
         _mm256_store_ps(s8, _mm512_castps512_ps256(s));
         if (has_min) /* m_w (lanes 8..15 of dw) times s_x (lanes 8..15 of dx) */
-            macc = _mm256_add_ps(
-                macc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+            macc = _mm256_add_ps(macc,
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             __m256i p = b32_dot(k, wg + j * ws, (const int8_t *)(xg + j * xs + (has_min ? 4 : 2)));
-            acc[j & 3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&s8[j]),
-                                         acc[j & 3]);
+            acc[j & 3] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&s8[j]), acc[j & 3]);
         }
     }
-    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    float sum =
+        hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     float summ = hsum256(macc);
     for (; i < nb; i++) { /* the last < 8 blocks, one at a time with scalar scales */
         const uint8_t *wb = w + i * ws, *xb = x + i * xs;
@@ -399,10 +404,14 @@ static inline __m256i q4k_scales16(const uint8_t *s) {
 
 /* Word w of group g's scale vector is scale 2g + w / 16. */
 static const int16_t q4k_perm[4][32] __attribute__((aligned(64))) = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
-    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+     3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+     5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+     7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
 };
 
 /* Quants of group g of a Q4_K block: [low nibbles | high nibbles] of its 32 bytes, i.e.
@@ -429,10 +438,10 @@ static inline __m128 q4k_dd(const struct pl_block_q4_K *a, float da) {
 
 /* The totals of acc's 16 lanes and of pm's 8, reduced side by side in one register. */
 static inline void hsum2_epi32(__m512i acc, __m256i pm, int32_t *ret_a, int32_t *ret_m) {
-    __m512i z = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_add_epi32(_mm512_castsi512_si256(acc),
-                                                _mm512_extracti64x4_epi64(acc, 1))),
-        pm, 1);
+    __m512i z =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_add_epi32(
+                               _mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1))),
+                           pm, 1);
     z = _mm512_add_epi32(z, _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(2, 3, 0, 1)));
     z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_BADC));
     z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB));
@@ -460,40 +469,40 @@ static inline void reduce4_kq(const __m512i acc[4], const __m256i pm[4], float f
     tp = _mm512_add_epi32(tp, _mm512_shuffle_epi32(tp, _MM_PERM_BADC));
     tp = _mm512_add_epi32(tp, _mm512_shuffle_epi32(tp, _MM_PERM_CDAB));
     const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
-    _mm256_storeu_ps(f, _mm512_castps512_ps256(
-                            _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(ta, idx, tp))));
+    _mm256_storeu_ps(
+        f, _mm512_castps512_ps256(_mm512_cvtepi32_ps(_mm512_permutex2var_epi32(ta, idx, tp))));
 }
 
 /* The super-block loop of the Q4_K row kernels: SB(i, acc, pm, dd) computes super-block
  * i's sums (acc: scales x quants . activations in 16 lanes, pm: mins x activation sums in 8)
  * and dd = q4k_dd(); groups of four share one reduction tree, the rest go one at a time;
  * each takes kq_step in order. Uses a, nb and sum of the kernel. */
-#define Q4K_ROW_LOOP(SB)                                                                      \
-    do {                                                                                      \
-        int64_t i = 0;                                                                        \
-        for (; i + 4 <= nb; i += 4) {                                                         \
-            __m512i acc[4];                                                                   \
-            __m256i pm[4];                                                                    \
-            float sc[8], f[8];                                                                \
-            for (int k = 0; k < 4; k++) {                                                     \
-                __m128 dd;                                                                    \
-                SB(i + k, acc[k], pm[k], dd);                                                 \
-                _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);                             \
-            }                                                                                 \
-            reduce4_kq(acc, pm, f);                                                           \
-            for (int k = 0; k < 4; k++)                                                       \
-                sum = kq_step(sum, sc[2 * k], sc[2 * k + 1], f[k], f[4 + k]);                 \
-        }                                                                                     \
-        for (; i < nb; i++) {                                                                 \
-            __m512i acc;                                                                      \
-            __m256i pm;                                                                       \
-            __m128 dd;                                                                        \
-            int32_t isum, msum;                                                               \
-            SB(i, acc, pm, dd);                                                               \
-            hsum2_epi32(acc, pm, &isum, &msum);                                               \
-            sum = kq_step(sum, _mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)),         \
-                          (float)isum, (float)msum);                                          \
-        }                                                                                     \
+#define Q4K_ROW_LOOP(SB)                                                                           \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 4 <= nb; i += 4) {                                                              \
+            __m512i acc[4];                                                                        \
+            __m256i pm[4];                                                                         \
+            float sc[8], f[8];                                                                     \
+            for (int k = 0; k < 4; k++) {                                                          \
+                __m128 dd;                                                                         \
+                SB(i + k, acc[k], pm[k], dd);                                                      \
+                _mm_storel_pi((__m64 *)(void *)(sc + 2 * k), dd);                                  \
+            }                                                                                      \
+            reduce4_kq(acc, pm, f);                                                                \
+            for (int k = 0; k < 4; k++)                                                            \
+                sum = kq_step(sum, sc[2 * k], sc[2 * k + 1], f[k], f[4 + k]);                      \
+        }                                                                                          \
+        for (; i < nb; i++) {                                                                      \
+            __m512i acc;                                                                           \
+            __m256i pm;                                                                            \
+            __m128 dd;                                                                             \
+            int32_t isum, msum;                                                                    \
+            SB(i, acc, pm, dd);                                                                    \
+            hsum2_epi32(acc, pm, &isum, &msum);                                                    \
+            sum = kq_step(sum, _mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)), (float)isum, \
+                          (float)msum);                                                            \
+        }                                                                                          \
     } while (0)
 
 /* Q4_K: the integer sums of a super-block (scales x quants . activations, and mins x
@@ -506,26 +515,25 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
     float sum = 0.0f;
     assert(n % PL_QK_K == 0);
     /* one super-block for Q4K_ROW_LOOP (pm: 4 lanes, zero-extended) */
-#define Q4K_SB(i, ret_acc, ret_pm, ret_dd)                                                   \
-    do {                                                                                      \
-        pf(&a[i], 3);                                                                         \
-        __m256i sm = q4k_scales16(a[i].scales);                                               \
-        __m512i sc16 = _mm512_castsi256_si512(sm);                                            \
-        /* mins times the 32-element activation sums: bsums pairs by hadd */                  \
-        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));            \
-        (ret_pm) = _mm256_zextsi128_si256(_mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1))); \
-        /* two independent chains: the groups' multiply-adds overlap */                       \
-        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();                 \
-        for (int g = 0; g < 4; g += 2) {                                                      \
-            __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);     \
-            __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g + 1]), sc16); \
-            acc0 = dot_scaled(acc0, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g),   \
-                              sc0);                                                           \
-            acc1 = dot_scaled(acc1, q4k_group(a[i].qs + 32 * g + 32),                         \
-                              load512(b[i].qs + 64 * g + 64), sc1);                           \
-        }                                                                                     \
-        (ret_acc) = _mm512_add_epi32(acc0, acc1);                                             \
-        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                     \
+#define Q4K_SB(i, ret_acc, ret_pm, ret_dd)                                                         \
+    do {                                                                                           \
+        pf(&a[i], 3);                                                                              \
+        __m256i sm = q4k_scales16(a[i].scales);                                                    \
+        __m512i sc16 = _mm512_castsi256_si512(sm);                                                 \
+        /* mins times the 32-element activation sums: bsums pairs by hadd */                       \
+        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));                 \
+        (ret_pm) = _mm256_zextsi128_si256(_mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1)));    \
+        /* two independent chains: the groups' multiply-adds overlap */                            \
+        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();                      \
+        for (int g = 0; g < 4; g += 2) {                                                           \
+            __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g]), sc16);          \
+            __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_perm[g + 1]), sc16);      \
+            acc0 = dot_scaled(acc0, q4k_group(a[i].qs + 32 * g), load512(b[i].qs + 64 * g), sc0);  \
+            acc1 = dot_scaled(acc1, q4k_group(a[i].qs + 32 * g + 32),                              \
+                              load512(b[i].qs + 64 * g + 64), sc1);                                \
+        }                                                                                          \
+        (ret_acc) = _mm512_add_epi32(acc0, acc1);                                                  \
+        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                          \
     } while (0)
     Q4K_ROW_LOOP(Q4K_SB);
 #undef Q4K_SB
@@ -548,7 +556,7 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
 static inline TARGET_GV __m128i q4k_scales_bytes(const uint8_t *s) {
     uint64_t w01;
     memcpy(&w01, s, sizeof(w01));
-    __m128i x = _mm_set1_epi64x((long long)w01);     /* w0 w1 w0 w1 */
+    __m128i x = _mm_set1_epi64x((long long)w01);      /* w0 w1 w0 w1 */
     __m128i z = _mm_set1_epi32((int)load_u32(s + 8)); /* w2 w2 w2 w2 */
     __m128i lo = _mm_and_si128(_mm_srlv_epi32(x, _mm_setr_epi32(0, 0, 2, 2)),
                                _mm_setr_epi32(0x3F3F3F3F, 0x3F3F3F3F, 0x30303030, 0x30303030));
@@ -558,20 +566,21 @@ static inline TARGET_GV __m128i q4k_scales_bytes(const uint8_t *s) {
 }
 
 /* Byte position of scale j and min j in q4k_scales_bytes()'s result. */
-#define Q4K_SC_POS(j) ((j) < 4 ? (j) : 8 + (j) - 4)
-#define Q4K_M_POS(j) ((j) < 4 ? 4 + (j) : 12 + (j) - 4)
+#define Q4K_SC_POS(j) ((j) < 4 ? (j) : 4 + (j))
+#define Q4K_M_POS(j) ((j) < 4 ? 4 + (j) : 8 + (j))
 
 /* VPERMB indices (constant tables: building them per call would cost more than a short
  * row): group g's int16 scale vector (words 0..15: scale 2g, 16..31: scale 2g+1; the odd
  * bytes are zeroed by the mask), and the 8 mins each twice as int16 (16 words). */
 #define SC16(j) Q4K_SC_POS(j), Q4K_SC_POS(j), Q4K_SC_POS(j), Q4K_SC_POS(j)
-#define SC64(j, k) SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), \
-                   SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k)
-static const uint8_t q4k_gv_sc_idx[4][64] __attribute__((aligned(64))) = {
-    {SC64(0, 1)}, {SC64(2, 3)}, {SC64(4, 5)}, {SC64(6, 7)}};
+#define SC64(j, k)                                                                                 \
+    SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(j), SC16(k), SC16(k),      \
+        SC16(k), SC16(k), SC16(k), SC16(k), SC16(k), SC16(k)
+static const uint8_t q4k_gv_sc_idx[4][64]
+    __attribute__((aligned(64))) = {{SC64(0, 1)}, {SC64(2, 3)}, {SC64(4, 5)}, {SC64(6, 7)}};
 #define M4(j) Q4K_M_POS(j), Q4K_M_POS(j), Q4K_M_POS(j), Q4K_M_POS(j)
-static const uint8_t q4k_gv_m_idx[32] __attribute__((aligned(32))) = {
-    M4(0), M4(1), M4(2), M4(3), M4(4), M4(5), M4(6), M4(7)};
+static const uint8_t q4k_gv_m_idx[32]
+    __attribute__((aligned(32))) = {M4(0), M4(1), M4(2), M4(3), M4(4), M4(5), M4(6), M4(7)};
 
 /* GF(2) affine matrices (row for result bit i in byte 7 - i): identity on the low
  * nibble, and high nibble moved down; applied per qword. */
@@ -579,18 +588,17 @@ static const uint8_t q4k_gv_m_idx[32] __attribute__((aligned(32))) = {
 #define GF_HI_NIBBLE 0x1020408000000000ll
 
 /* The constants of the GFNI/VBMI Q4_K kernels (single- and multi-token), as locals. */
-#define Q4K_GV_CONSTS                                                                         \
-    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);                                 \
-    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);                                 \
-    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);                                 \
-    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);                                 \
-    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);                      \
-    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE),                   \
-                                           _mm256_set1_epi64x(GF_HI_NIBBLE), 1);              \
+#define Q4K_GV_CONSTS                                                                              \
+    const __m512i sci0 = _mm512_load_si512(q4k_gv_sc_idx[0]);                                      \
+    const __m512i sci1 = _mm512_load_si512(q4k_gv_sc_idx[1]);                                      \
+    const __m512i sci2 = _mm512_load_si512(q4k_gv_sc_idx[2]);                                      \
+    const __m512i sci3 = _mm512_load_si512(q4k_gv_sc_idx[3]);                                      \
+    const __m256i mi = _mm256_load_si256((const __m256i *)q4k_gv_m_idx);                           \
+    const __m512i nib =                                                                            \
+        _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE), _mm256_set1_epi64x(GF_HI_NIBBLE), 1);  \
     const __mmask64 even = 0x5555555555555555ull
 
-static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
-                                       const void *restrict x) {
+static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q4_K *a = w;
     const struct pl_block_q8_K *b = x;
     Q4K_GV_CONSTS;
@@ -598,47 +606,46 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w,
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
     /* one super-block for Q4K_ROW_LOOP */
-#define Q4K_GV_SB(i, ret_acc, ret_pm, ret_dd)                                                \
-    do {                                                                                      \
-        pf(&a[i], 3);                                                                         \
-        __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));                   \
-        const uint8_t *q = a[i].qs;                                                           \
-        const int8_t *y = b[i].qs;                                                            \
-        /* two independent chains of multiply-adds */                                         \
-        __m512i acc0 = _mm512_dpwssd_epi32(                                                   \
-            _mm512_setzero_si512(),                                                           \
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0),          \
-                                 load512(y)),                                                 \
-            _mm512_maskz_permutexvar_epi8(even, sci0, v));                                    \
-        __m512i acc1 = _mm512_dpwssd_epi32(                                                   \
-            _mm512_setzero_si512(),                                                           \
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0),     \
-                                 load512(y + 64)),                                            \
-            _mm512_maskz_permutexvar_epi8(even, sci1, v));                                    \
-        acc0 = _mm512_dpwssd_epi32(                                                           \
-            acc0,                                                                             \
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0),     \
-                                 load512(y + 128)),                                           \
-            _mm512_maskz_permutexvar_epi8(even, sci2, v));                                    \
-        acc1 = _mm512_dpwssd_epi32(                                                           \
-            acc1,                                                                             \
-            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0),     \
-                                 load512(y + 192)),                                           \
-            _mm512_maskz_permutexvar_epi8(even, sci3, v));                                    \
-        /* mins times the 16-element activation sums (each min covers two) */                 \
-        __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi,                      \
-                                                    _mm512_castsi512_si256(v));               \
-        (ret_pm) = _mm256_madd_epi16(load256(b[i].bsums), m16);                               \
-        (ret_acc) = _mm512_add_epi32(acc0, acc1);                                             \
-        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                     \
+#define Q4K_GV_SB(i, ret_acc, ret_pm, ret_dd)                                                      \
+    do {                                                                                           \
+        pf(&a[i], 3);                                                                              \
+        __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));                         \
+        const uint8_t *q = a[i].qs;                                                                \
+        const int8_t *y = b[i].qs;                                                                 \
+        /* two independent chains of multiply-adds */                                              \
+        __m512i acc0 = _mm512_dpwssd_epi32(                                                        \
+            _mm512_setzero_si512(),                                                                \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0), load512(y)),  \
+            _mm512_maskz_permutexvar_epi8(even, sci0, v));                                         \
+        __m512i acc1 = _mm512_dpwssd_epi32(                                                        \
+            _mm512_setzero_si512(),                                                                \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0),          \
+                                 load512(y + 64)),                                                 \
+            _mm512_maskz_permutexvar_epi8(even, sci1, v));                                         \
+        acc0 = _mm512_dpwssd_epi32(                                                                \
+            acc0,                                                                                  \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0),          \
+                                 load512(y + 128)),                                                \
+            _mm512_maskz_permutexvar_epi8(even, sci2, v));                                         \
+        acc1 = _mm512_dpwssd_epi32(                                                                \
+            acc1,                                                                                  \
+            _mm512_maddubs_epi16(_mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0),          \
+                                 load512(y + 192)),                                                \
+            _mm512_maskz_permutexvar_epi8(even, sci3, v));                                         \
+        /* mins times the 16-element activation sums (each min covers two) */                      \
+        __m256i m16 =                                                                              \
+            _mm256_maskz_permutexvar_epi8((__mmask32)even, mi, _mm512_castsi512_si256(v));         \
+        (ret_pm) = _mm256_madd_epi16(load256(b[i].bsums), m16);                                    \
+        (ret_acc) = _mm512_add_epi32(acc0, acc1);                                                  \
+        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                          \
     } while (0)
     Q4K_ROW_LOOP(Q4K_GV_SB);
 #undef Q4K_GV_SB
     return sum;
 }
 
-/* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q4_K row (a decode step of several sessions): the nibbles
- * and the scale vectors of each super-block are made once and serve every token; per token
+/* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q4_K row (a decode step of several sessions): the
+ * nibbles and the scale vectors of each super-block are made once and serve every token; per token
  * the operations are vec_dot_q4_K_gv's, in its order (integer sums, then kq_step per
  * super-block with the same grouping), so out[t] is bit-identical to
  * vec_dot_q4_K_gv(n, w, x[t]). NT is a constant after inlining. */
@@ -653,33 +660,33 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
     assert(n % PL_QK_K == 0);
     const int64_t nb = n / PL_QK_K;
     /* super-block i for every token: ret_acc[t], ret_pm[t], ret_dd[t] */
-#define Q4K_GV2_SB(i, ret_acc, ret_pm, ret_dd)                                               \
-    do {                                                                                      \
-        pf(&a[i], 3);                                                                         \
-        const __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));             \
-        const uint8_t *q = a[i].qs;                                                           \
-        const __m512i u0 = _mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0);               \
-        const __m512i u1 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0);          \
-        const __m512i u2 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0);          \
-        const __m512i u3 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0);          \
-        const __m512i s0 = _mm512_maskz_permutexvar_epi8(even, sci0, v);                      \
-        const __m512i s1 = _mm512_maskz_permutexvar_epi8(even, sci1, v);                      \
-        const __m512i s2 = _mm512_maskz_permutexvar_epi8(even, sci2, v);                      \
-        const __m512i s3 = _mm512_maskz_permutexvar_epi8(even, sci3, v);                      \
-        const __m256i m16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, mi,                \
-                                                          _mm512_castsi512_si256(v));         \
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {                                \
-            const int8_t *y = b[t][i].qs;                                                     \
-            __m512i acc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                        \
-                                               _mm512_maddubs_epi16(u0, load512(y)), s0);     \
-            __m512i acc1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                        \
-                                               _mm512_maddubs_epi16(u1, load512(y + 64)), s1); \
-            acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(u2, load512(y + 128)), s2); \
-            acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(u3, load512(y + 192)), s3); \
-            (ret_pm)[t] = _mm256_madd_epi16(load256(b[t][i].bsums), m16);                     \
-            (ret_acc)[t] = _mm512_add_epi32(acc0, acc1);                                      \
-            (ret_dd)[t] = q4k_dd(&a[i], b[t][i].d);                                           \
-        }                                                                                     \
+#define Q4K_GV2_SB(i, ret_acc, ret_pm, ret_dd)                                                     \
+    do {                                                                                           \
+        pf(&a[i], 3);                                                                              \
+        const __m512i v = _mm512_castsi128_si512(q4k_scales_bytes(a[i].scales));                   \
+        const uint8_t *q = a[i].qs;                                                                \
+        const __m512i u0 = _mm512_gf2p8affine_epi64_epi8(bcast256(q), nib, 0);                     \
+        const __m512i u1 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 32), nib, 0);                \
+        const __m512i u2 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 64), nib, 0);                \
+        const __m512i u3 = _mm512_gf2p8affine_epi64_epi8(bcast256(q + 96), nib, 0);                \
+        const __m512i s0 = _mm512_maskz_permutexvar_epi8(even, sci0, v);                           \
+        const __m512i s1 = _mm512_maskz_permutexvar_epi8(even, sci1, v);                           \
+        const __m512i s2 = _mm512_maskz_permutexvar_epi8(even, sci2, v);                           \
+        const __m512i s3 = _mm512_maskz_permutexvar_epi8(even, sci3, v);                           \
+        const __m256i m16 =                                                                        \
+            _mm256_maskz_permutexvar_epi8((__mmask32)even, mi, _mm512_castsi512_si256(v));         \
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {                                     \
+            const int8_t *y = b[t][i].qs;                                                          \
+            __m512i acc0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                             \
+                                               _mm512_maddubs_epi16(u0, load512(y)), s0);          \
+            __m512i acc1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),                             \
+                                               _mm512_maddubs_epi16(u1, load512(y + 64)), s1);     \
+            acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(u2, load512(y + 128)), s2);      \
+            acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(u3, load512(y + 192)), s3);      \
+            (ret_pm)[t] = _mm256_madd_epi16(load256(b[t][i].bsums), m16);                          \
+            (ret_acc)[t] = _mm512_add_epi32(acc0, acc1);                                           \
+            (ret_dd)[t] = q4k_dd(&a[i], b[t][i].d);                                                \
+        }                                                                                          \
     } while (0)
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
@@ -727,13 +734,27 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
 static TARGET_GV void vec_dotn_q4_K_gv(int64_t n, const void *restrict w, const void *const *x,
                                        uint32_t nx, float *out) {
     switch (nx) {
-    case 8: q4_K_gv_n(n, w, x, out, 8); break;
-    case 7: q4_K_gv_n(n, w, x, out, 7); break;
-    case 6: q4_K_gv_n(n, w, x, out, 6); break;
-    case 5: q4_K_gv_n(n, w, x, out, 5); break;
-    case 4: q4_K_gv_n(n, w, x, out, 4); break;
-    case 3: q4_K_gv_n(n, w, x, out, 3); break;
-    default: q4_K_gv_n(n, w, x, out, 2); break;
+    case 8:
+        q4_K_gv_n(n, w, x, out, 8);
+        break;
+    case 7:
+        q4_K_gv_n(n, w, x, out, 7);
+        break;
+    case 6:
+        q4_K_gv_n(n, w, x, out, 6);
+        break;
+    case 5:
+        q4_K_gv_n(n, w, x, out, 5);
+        break;
+    case 4:
+        q4_K_gv_n(n, w, x, out, 4);
+        break;
+    case 3:
+        q4_K_gv_n(n, w, x, out, 3);
+        break;
+    default:
+        q4_K_gv_n(n, w, x, out, 2);
+        break;
     }
 }
 
@@ -765,7 +786,8 @@ static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restric
         __m512i qh = bcast256(a[i].qh);
         __m512i acc = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) {
-            __m512i lo4 = _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);
+            __m512i lo4 =
+                _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);
             __m512i hb = _mm512_slli_epi16(_mm512_srlv_epi16(qh, counts2(2 * g, 2 * g + 1)), 4);
             __m512i u = _mm512_ternarylogic_epi32(lo4, hb, bit4, 0xF8); /* A | (B & C) */
             __m512i sc = _mm512_permutexvar_epi16(P.idx[g], sc16);
@@ -796,8 +818,8 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
         __m256i sc16y = _mm256_cvtepi8_epi16(load128(a[i].scales));
         __m512i sc16 = _mm512_castsi256_si512(sc16y);
         /* q in 0..63, value q - 32: the -32 goes through bsums */
-        __m512i acc = _mm512_zextsi256_si512(
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 5)));
+        __m512i acc = _mm512_zextsi256_si512(_mm256_sub_epi32(
+            _mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 5)));
         __m512i acc1 = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             __m512i ql = load512(a[i].ql + 64 * h);
@@ -819,11 +841,10 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
     return sum;
 }
 
-/* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q6_K row: the 6-bit values and scale vectors are made
- * once; per token vec_dot_q6_K's operations in its order, so out[t] is bit-identical to it. */
-static inline __attribute__((always_inline)) void q6_K_n(int64_t n, const void *restrict w,
-                                                         const void *const *x, float *out,
-                                                         const int NT) {
+/* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q6_K row: the 6-bit values and scale vectors are
+ * made once; per token vec_dot_q6_K's operations in its order, so out[t] is bit-identical to it. */
+static inline __attribute__((always_inline)) void
+q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q6_K *a = w;
     const struct pl_block_q8_K *b[PL_QUANT_DOTN_MAX];
     for (int t = 0; t < NT; t++)
@@ -859,8 +880,9 @@ static inline __attribute__((always_inline)) void q6_K_n(int64_t n, const void *
         }
         const float d = h2f(a[i].d);
         for (int t = 0; t < NT; t++)
-            sum[t] = fmaf(d * b[t][i].d, (float)_mm512_reduce_add_epi32(
-                                             _mm512_add_epi32(acc[t], acc1[t])), sum[t]);
+            sum[t] =
+                fmaf(d * b[t][i].d,
+                     (float)_mm512_reduce_add_epi32(_mm512_add_epi32(acc[t], acc1[t])), sum[t]);
     }
     for (int t = 0; t < NT; t++)
         out[t] = sum[t];
@@ -869,13 +891,27 @@ static inline __attribute__((always_inline)) void q6_K_n(int64_t n, const void *
 static void vec_dotn_q6_K(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,
                           float *out) {
     switch (nx) {
-    case 8: q6_K_n(n, w, x, out, 8); break;
-    case 7: q6_K_n(n, w, x, out, 7); break;
-    case 6: q6_K_n(n, w, x, out, 6); break;
-    case 5: q6_K_n(n, w, x, out, 5); break;
-    case 4: q6_K_n(n, w, x, out, 4); break;
-    case 3: q6_K_n(n, w, x, out, 3); break;
-    default: q6_K_n(n, w, x, out, 2); break;
+    case 8:
+        q6_K_n(n, w, x, out, 8);
+        break;
+    case 7:
+        q6_K_n(n, w, x, out, 7);
+        break;
+    case 6:
+        q6_K_n(n, w, x, out, 6);
+        break;
+    case 5:
+        q6_K_n(n, w, x, out, 5);
+        break;
+    case 4:
+        q6_K_n(n, w, x, out, 4);
+        break;
+    case 3:
+        q6_K_n(n, w, x, out, 3);
+        break;
+    default:
+        q6_K_n(n, w, x, out, 2);
+        break;
     }
 }
 
@@ -890,7 +926,8 @@ static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restric
         pf(&a[i], 2);
         __m128i raw = load128(a[i].scales);
         __m256i sc16y = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
-        __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        __m256i m16 =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         __m256i pm = bsum_dot(m16, b[i].bsums);
         __m128i pm4 = _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
         pm4 = _mm_add_epi32(pm4, _mm_unpackhi_epi64(pm4, pm4));
@@ -932,8 +969,8 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
         __m256i sc16y = _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
         __m512i sc16 = _mm512_castsi256_si512(sc16y);
         /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
-        __m512i acc = _mm512_zextsi256_si512(
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 2)));
+        __m512i acc = _mm512_zextsi256_si512(_mm256_sub_epi32(
+            _mm256_setzero_si256(), _mm256_slli_epi32(bsum_dot(sc16y, b[i].bsums), 2)));
         __m512i hm = bcast256(a[i].hmask);
         for (int h = 0; h < 2; h++) {
             __m512i q = bcast256(a[i].qs + 32 * h);
@@ -974,8 +1011,8 @@ static void q8_0_from_f32(const float *restrict src, void *restrict dst, int64_t
     for (int64_t i = 0; i < n / PL_QK8_0; i++, src += PL_QK8_0) {
         const __m512 x0 = _mm512_loadu_ps(src), x1 = _mm512_loadu_ps(src + 16);
         /* max(NaN, m) is m: NaN lanes drop out, as in the AVX2 scan */
-        const __m512 m = _mm512_max_ps(_mm512_abs_ps(x1),
-                                       _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
+        const __m512 m =
+            _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
         const float d = _mm512_reduce_max_ps(m) / 127.f;
         const float id = d != 0.f ? 1.f / d : 0.f;
         b[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
@@ -1035,8 +1072,8 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     /* GFNI and VBMI use the AVX-512 state the caller has checked; they are optional
      * (Cascade Lake has neither) */
     __builtin_cpu_init();
-    const bool have_gv = !(flags & PL_QUANT_X86_NO_GFNI_VBMI) &&
-                         __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
+    const bool have_gv = !(flags & PL_QUANT_X86_NO_GFNI_VBMI) && __builtin_cpu_supports("gfni") &&
+                         __builtin_cpu_supports("avx512vbmi");
     table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
     table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;
     table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;

@@ -35,8 +35,8 @@ static bool have_f16c(void) {
     return (c >> 29) & 1;
 }
 
-#define XCR0_YMM 0x06u  /* SSE + AVX (xmm, upper ymm) */
-#define XCR0_ZMM 0xE6u  /* plus opmask, upper zmm0-15, zmm16-31 */
+#define XCR0_YMM 0x06u /* SSE + AVX (xmm, upper ymm) */
+#define XCR0_ZMM 0xE6u /* plus opmask, upper zmm0-15, zmm16-31 */
 
 static bool os_saves(uint64_t bits) {
     return have_osxsave() && (xgetbv0() & bits) == bits;
@@ -44,14 +44,14 @@ static bool os_saves(uint64_t bits) {
 
 static bool cpu_avx2(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           have_f16c() && os_saves(XCR0_YMM);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && have_f16c() &&
+           os_saves(XCR0_YMM);
 }
 
 static bool cpu_avx512(void) {
-    return cpu_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni") && os_saves(XCR0_ZMM);
+    return cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           os_saves(XCR0_ZMM);
 }
 
 bool pl_quant_x86_supported(const char *isa) {

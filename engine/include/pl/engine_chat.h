@@ -13,12 +13,12 @@
 
 enum pl_chat_family {
     PL_CHAT_LLAMA2 = 1, /* Llama-2-chat: <s>[INST] <<SYS>>\n..\n<</SYS>>\n\n.. [/INST] .. </s> */
-    PL_CHAT_LLAMA3,     /* Llama-3 instruct: <|start_header_id|>role<|end_header_id|>\n\n..<|eot_id|> */
-    PL_CHAT_CHATML,     /* ChatML / Qwen: <|im_start|>role\n..<|im_end|>\n */
-    PL_CHAT_ZEPHYR,     /* Zephyr: <|role|>\n..</s>\n */
-    PL_CHAT_MISTRAL,    /* Mistral/Mixtral instruct v0.1-v0.2: <s>[INST] .. [/INST]..</s> */
-    PL_CHAT_PHI3,       /* Phi-3: <|role|>\n..<|end|>\n */
-    PL_CHAT_GEMMA,      /* Gemma: <start_of_turn>user\n..<end_of_turn>\n, "model" for assistant */
+    PL_CHAT_LLAMA3, /* Llama-3 instruct: <|start_header_id|>role<|end_header_id|>\n\n..<|eot_id|> */
+    PL_CHAT_CHATML, /* ChatML / Qwen: <|im_start|>role\n..<|im_end|>\n */
+    PL_CHAT_ZEPHYR, /* Zephyr: <|role|>\n..</s>\n */
+    PL_CHAT_MISTRAL, /* Mistral/Mixtral instruct v0.1-v0.2: <s>[INST] .. [/INST]..</s> */
+    PL_CHAT_PHI3,    /* Phi-3: <|role|>\n..<|end|>\n */
+    PL_CHAT_GEMMA,   /* Gemma: <start_of_turn>user\n..<end_of_turn>\n, "model" for assistant */
     _PL_CHAT_MAX
 };
 

@@ -35,7 +35,7 @@ enum pl_gguf_type {
 #define PL_GGUF_MAX_STRING_LEN (64u << 20)
 #define PL_GGUF_MAX_ARRAY_LEN (64u << 20)
 #define PL_GGUF_MAX_DIMS 4u
-#define PL_GGUF_MAX_NAME_LEN 255u /* tensor names, as ggml's GGML_MAX_NAME - 1 */
+#define PL_GGUF_MAX_NAME_LEN 255u  /* tensor names, as ggml's GGML_MAX_NAME - 1 */
 #define PL_GGUF_MAX_ARRAY_DEPTH 8u /* arrays of arrays: nesting levels, the kv's own included */
 
 /* A string inside the file: not NUL-terminated. */
@@ -57,12 +57,12 @@ struct pl_gguf_arr {
 
 struct pl_gguf_kv {
     struct pl_gguf_str key;
-    uint32_t type;       /* enum pl_gguf_type */
-    uint64_t file_off;   /* byte offset of the key in the file, for error messages */
+    uint32_t type;     /* enum pl_gguf_type */
+    uint64_t file_off; /* byte offset of the key in the file, for error messages */
     union {
-        uint64_t u64;    /* every unsigned integer type and bool, widened */
-        int64_t i64;     /* every signed integer type, widened */
-        double f64;      /* FLOAT32 and FLOAT64, widened */
+        uint64_t u64; /* every unsigned integer type and bool, widened */
+        int64_t i64;  /* every signed integer type, widened */
+        double f64;   /* FLOAT32 and FLOAT64, widened */
         struct pl_gguf_str str;
         struct pl_gguf_arr arr;
     } v;
@@ -72,11 +72,11 @@ struct pl_gguf_tensor {
     char name[PL_GGUF_MAX_NAME_LEN + 1]; /* NUL-terminated copy */
     uint32_t type;                       /* enum pl_ggml_type */
     uint32_t n_dims;
-    uint64_t ne[PL_GGUF_MAX_DIMS];       /* ggml order: ne[0] = columns; unused dims are 1 */
+    uint64_t ne[PL_GGUF_MAX_DIMS]; /* ggml order: ne[0] = columns; unused dims are 1 */
     uint64_t n_elems;
-    uint64_t offset;                     /* from the start of the file, aligned */
+    uint64_t offset; /* from the start of the file, aligned */
     uint64_t n_bytes;
-    const void *data;                    /* inside the mapping */
+    const void *data; /* inside the mapping */
 };
 
 struct pl_gguf;
@@ -105,8 +105,7 @@ int pl_gguf_open(const char *path, struct pl_gguf **ret, char *err, size_t err_l
 
 /* Parse a caller's buffer (borrowed: it must outlive the returned object). Same errors,
  * plus -EINVAL when ret is NULL or data is NULL with len > 0. */
-int pl_gguf_open_mem(const void *data, size_t len, struct pl_gguf **ret, char *err,
-                     size_t err_len);
+int pl_gguf_open_mem(const void *data, size_t len, struct pl_gguf **ret, char *err, size_t err_len);
 
 /* Unmap and free; NULL is fine. */
 void pl_gguf_close(struct pl_gguf *g);
@@ -114,8 +113,8 @@ void pl_gguf_close(struct pl_gguf *g);
 uint32_t pl_gguf_version(const struct pl_gguf *g);
 uint64_t pl_gguf_alignment(const struct pl_gguf *g);
 uint64_t pl_gguf_file_size(const struct pl_gguf *g);
-const void *pl_gguf_base(const struct pl_gguf *g);       /* start of the mapping */
-uint64_t pl_gguf_data_offset(const struct pl_gguf *g);   /* start of the tensor data section */
+const void *pl_gguf_base(const struct pl_gguf *g);     /* start of the mapping */
+uint64_t pl_gguf_data_offset(const struct pl_gguf *g); /* start of the tensor data section */
 /* True when the bytes are this object's own read-only file mapping (pl_gguf_open), false for
  * a caller's buffer (pl_gguf_open_mem) or NULL. */
 bool pl_gguf_is_mapped(const struct pl_gguf *g);

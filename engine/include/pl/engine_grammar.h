@@ -24,7 +24,7 @@
 
 #define PL_GRAMMAR_MAX_WS 4u
 #define PL_GRAMMAR_MAX_DEPTH 32u
-#define PL_GRAMMAR_MAX_PIECE 128u   /* longer token pieces are never allowed */
+#define PL_GRAMMAR_MAX_PIECE 128u /* longer token pieces are never allowed */
 #define PL_GRAMMAR_MAX_SCHEMA (1u << 20)
 
 struct pl_tokenizer;

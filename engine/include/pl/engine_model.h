@@ -16,7 +16,7 @@ struct pl_model;
 struct pl_ctx;
 
 struct pl_model_hparams {
-    char arch[32];           /* general.architecture */
+    char arch[32]; /* general.architecture */
     uint32_t n_vocab;
     uint32_t n_ctx_train;
     uint32_t n_embd;
@@ -24,12 +24,12 @@ struct pl_model_hparams {
     uint32_t n_head;
     uint32_t n_head_kv;
     uint32_t n_ff;
-    uint32_t head_dim;       /* n_embd / n_head */
-    uint32_t n_rot;          /* rope.dimension_count */
+    uint32_t head_dim; /* n_embd / n_head */
+    uint32_t n_rot;    /* rope.dimension_count */
     float rope_freq_base;
-    float rope_freq_scale;   /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling, else 1 */
     float rms_eps;
-    bool tied_output;        /* output.weight absent: token_embd.weight used */
+    bool tied_output; /* output.weight absent: token_embd.weight used */
     bool has_qkv_bias;
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -113,11 +113,11 @@ enum pl_kv_type {
 };
 
 struct pl_ctx_opts {
-    uint32_t n_ctx;          /* max tokens per sequence; 0: min(n_ctx_train, 4096) */
-    uint32_t n_seq;          /* sequences (sessions) at once; 0: 1 */
-    uint32_t n_kv_tokens;    /* total KV pool in tokens over all sequences; 0: n_ctx * n_seq */
-    uint32_t n_batch;        /* max tokens per pl_ctx_decode(); 0: 512 */
-    uint32_t kv_type;        /* enum pl_kv_type */
+    uint32_t n_ctx;       /* max tokens per sequence; 0: min(n_ctx_train, 4096) */
+    uint32_t n_seq;       /* sequences (sessions) at once; 0: 1 */
+    uint32_t n_kv_tokens; /* total KV pool in tokens over all sequences; 0: n_ctx * n_seq */
+    uint32_t n_batch;     /* max tokens per pl_ctx_decode(); 0: 512 */
+    uint32_t kv_type;     /* enum pl_kv_type */
 };
 
 int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx **ret);
@@ -174,8 +174,7 @@ int pl_ctx_seq_blocks(const struct pl_ctx *c, int32_t seq, uint32_t first, uint3
  * caller, filled, in position order): seq takes a reference to each and its length becomes
  * n_blocks * PL_CTX_KV_BLOCK_TOKENS. Returns 0, -EINVAL (NULL, bad seq, seq not empty, an id
  * out of range or free, too many blocks for n_ctx, a repeated id). */
-int pl_ctx_seq_share_prefix(struct pl_ctx *c, int32_t seq, const uint32_t *ids,
-                            uint32_t n_blocks);
+int pl_ctx_seq_share_prefix(struct pl_ctx *c, int32_t seq, const uint32_t *ids, uint32_t n_blocks);
 /* Take one more reference to a held block. Returns 0, -EINVAL (NULL, bad or free id). */
 int pl_ctx_kv_block_ref(struct pl_ctx *c, uint32_t id);
 /* Drop a reference; the block returns to the pool when nobody holds it. Bad ids are

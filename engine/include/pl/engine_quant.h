@@ -63,9 +63,10 @@ const char *pl_quant_tile_isa(void);
  * choice in the engine asks: quant, tiled matmul and attention kernels alike), so that each
  * path can be tested on one machine. PICOLM_FORCE_SCALAR=1 (set, not empty, not "0") or
  * PICOLM_ISA=scalar: none; PICOLM_ISA=avx2: "avx2" only; PICOLM_ISA=avx512: "avx2" and
- * "avx512"; PICOLM_ISA=amx: those and "amx" (AMX-INT8 tiled products); PICOLM_ISA=neon: "neon" only; PICOLM_ISA=neon-dotprod: both ARM sets; unset,
- * empty or "best": every set (the CPU decides). Another PICOLM_ISA value allows none (a typo
- * must not silently test the wrong path). "scalar" is always allowed. */
+ * "avx512"; PICOLM_ISA=amx: those and "amx" (AMX-INT8 tiled products); PICOLM_ISA=neon: "neon"
+ * only; PICOLM_ISA=neon-dotprod: both ARM sets; unset, empty or "best": every set (the CPU
+ * decides). Another PICOLM_ISA value allows none (a typo must not silently test the wrong path).
+ * "scalar" is always allowed. */
 bool pl_quant_env_allows(const char *isa);
 
 /* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */

@@ -12,17 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PL_STOP_MAX 16u       /* stop strings per matcher */
-#define PL_STOP_MAX_LEN 256u  /* bytes per stop string */
+#define PL_STOP_MAX 16u      /* stop strings per matcher */
+#define PL_STOP_MAX_LEN 256u /* bytes per stop string */
 
 struct pl_stop;
 
 /* Offsets count bytes of the whole stream fed since creation (or the last reset). */
 struct pl_stop_result {
-    uint64_t safe;        /* bytes [0, safe) are final: emit them. Without a match the
-                             bytes after safe (at most PL_STOP_MAX_LEN - 1) may still begin
-                             a stop string and are held back. With a match, safe ==
-                             match_start: the reply is [0, match_start). */
+    uint64_t safe; /* bytes [0, safe) are final: emit them. Without a match the
+                      bytes after safe (at most PL_STOP_MAX_LEN - 1) may still begin
+                      a stop string and are held back. With a match, safe ==
+                      match_start: the reply is [0, match_start). */
     bool matched;
     uint32_t which;       /* matched: index of the stop string, as given to pl_stop_new() */
     uint64_t match_start; /* matched: the stop string occupies [match_start, match_end) */

@@ -22,8 +22,7 @@ enum pl_tokenizer_kind {
 /* Build a tokenizer from g's tokenizer.* metadata; copies what it needs (g may be closed
  * afterwards). Errors: -PL_ERR_FORMAT (missing/malformed keys), -PL_ERR_UNSUPPORTED (an
  * unknown model or pre-tokenizer: the message names it), -ENOMEM. */
-int pl_tokenizer_new(const struct pl_gguf *g, struct pl_tokenizer **ret, char *err,
-                     size_t err_len);
+int pl_tokenizer_new(const struct pl_gguf *g, struct pl_tokenizer **ret, char *err, size_t err_len);
 void pl_tokenizer_free(struct pl_tokenizer *t);
 
 enum pl_tokenizer_kind pl_tokenizer_kind(const struct pl_tokenizer *t);

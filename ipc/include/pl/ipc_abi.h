@@ -80,15 +80,15 @@ struct pl_ipc_ring_desc {
 };
 
 struct pl_ipc_region_hdr {
-    uint64_t magic;               /* PL_IPC_REGION_MAGIC */
-    _Atomic uint32_t abi_major;   /* stored last with release: non-zero = header complete */
-    uint32_t abi_minor;           /* a reader accepts any minor of its major */
-    uint32_t header_bytes;        /* size of this header as written by the creator */
-    uint32_t features;            /* PL_IPC_FEATURE_*; readers ignore bits they do not know */
-    uint64_t region_bytes;        /* total size of the memfd */
-    struct pl_ipc_ring_desc sq;   /* submissions: client produces, broker consumes */
-    struct pl_ipc_ring_desc cq;   /* completions: broker produces, client consumes */
-    uint64_t reserved[18];        /* zero in minor 0 */
+    uint64_t magic;             /* PL_IPC_REGION_MAGIC */
+    _Atomic uint32_t abi_major; /* stored last with release: non-zero = header complete */
+    uint32_t abi_minor;         /* a reader accepts any minor of its major */
+    uint32_t header_bytes;      /* size of this header as written by the creator */
+    uint32_t features;          /* PL_IPC_FEATURE_*; readers ignore bits they do not know */
+    uint64_t region_bytes;      /* total size of the memfd */
+    struct pl_ipc_ring_desc sq; /* submissions: client produces, broker consumes */
+    struct pl_ipc_ring_desc cq; /* completions: broker produces, client consumes */
+    uint64_t reserved[18];      /* zero in minor 0 */
 };
 
 /* Region features (pl_ipc_region_hdr.features). */
@@ -140,7 +140,7 @@ struct pl_ipc_hello {
     uint64_t magic;     /* PL_IPC_HELLO_MAGIC */
     uint32_t abi_major; /* PL_IPC_ABI_MAJOR of the client */
     uint32_t abi_minor;
-    uint32_t flags;     /* zero: no flags are defined */
+    uint32_t flags; /* zero: no flags are defined */
     uint32_t reserved[3];
 };
 
@@ -162,8 +162,8 @@ struct pl_ipc_welcome {
     uint64_t magic;     /* PL_IPC_WELCOME_MAGIC */
     uint32_t abi_major; /* the broker's */
     uint32_t abi_minor;
-    uint32_t status;    /* enum pl_ipc_welcome_status, as uint32 */
-    uint32_t n_fds;     /* PL_IPC_WELCOME_N_FDS when status is OK, else 0 */
+    uint32_t status; /* enum pl_ipc_welcome_status, as uint32 */
+    uint32_t n_fds;  /* PL_IPC_WELCOME_N_FDS when status is OK, else 0 */
     uint64_t session_id;
     uint64_t region_bytes;
     uint32_t reserved[4];

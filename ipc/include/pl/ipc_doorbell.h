@@ -77,7 +77,7 @@ int pl_ipc_doorbell_wait(struct pl_ipc_ring *r, uint32_t need, int wait_fd, int 
  * sleep, no doorbell to drain) instead of on an eventfd. The peer must honour
  * PL_IPC_RING_WAKE_FUTEX (pl/ipc_abi.h). peer_fd is still rung if the peer itself sleeps on
  * its doorbell. Returns like pl_ipc_doorbell_wait(). */
-int pl_ipc_doorbell_wait_futex(struct pl_ipc_ring *r, uint32_t need, int peer_fd,
-                               uint64_t spin_ns, int timeout_ms);
+int pl_ipc_doorbell_wait_futex(struct pl_ipc_ring *r, uint32_t need, int peer_fd, uint64_t spin_ns,
+                               int timeout_ms);
 
 #endif

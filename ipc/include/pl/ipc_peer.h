@@ -9,15 +9,16 @@
 #include <stdint.h>
 
 struct pl_ipc_peer {
-    int32_t pid;  /* as of connect() time (SO_PEERCRED) */
+    int32_t pid; /* as of connect() time (SO_PEERCRED) */
     uint32_t uid;
     uint32_t gid;
-    int pidfd;    /* owned; -1 when the kernel offers none */
+    int pidfd;       /* owned; -1 when the kernel offers none */
     int pidfd_exact; /* 1: from SO_PEERPIDFD (the connecting process itself); 0: pidfd_open(pid)
                         after the fact (pid reuse is possible in theory); -1 none */
 };
 
-#define PL_IPC_PEER_INIT {.pid = 0, .uid = 0, .gid = 0, .pidfd = -1, .pidfd_exact = -1}
+#define PL_IPC_PEER_INIT                                                                           \
+    { .pid = 0, .uid = 0, .gid = 0, .pidfd = -1, .pidfd_exact = -1 }
 
 /* Fill *ret from the connected Unix socket sock. Returns 0, -ENOTCONN/-ENOTSOCK/-errno, or
  * -PL_ERR_GONE if the peer's credentials are unavailable. */

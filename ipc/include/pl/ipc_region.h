@@ -25,7 +25,8 @@ struct pl_ipc_region {
     struct pl_ipc_ring_desc cq;
 };
 
-#define PL_IPC_REGION_INIT {.fd = -1}
+#define PL_IPC_REGION_INIT                                                                         \
+    { .fd = -1 }
 
 enum pl_ipc_region_side {
     PL_IPC_REGION_BROKER = 0, /* consumes sq, produces cq */

@@ -47,7 +47,7 @@
 #define PL_POLICY_MAX_RULES 256u
 #define PL_POLICY_MAX_MATCH_ITEMS 64u
 #define PL_POLICY_MAX_NAME_LEN 63u
-#define PL_POLICY_MAX_COUNT 16777216u   /* largest number any count limit takes */
+#define PL_POLICY_MAX_COUNT 16777216u /* largest number any count limit takes */
 #define PL_POLICY_MAX_WEIGHT 1000u
 
 /* A count limit with this value is not enforced. */
@@ -87,8 +87,8 @@ struct pl_policy_limits {
 };
 
 enum pl_policy_match_kind {
-    PL_POLICY_MATCH_UID = 0,   /* id: a uid (from uid:N or user:NAME) */
-    PL_POLICY_MATCH_GID = 1,   /* id: a gid (from gid:N or group:NAME) */
+    PL_POLICY_MATCH_UID = 0, /* id: a uid (from uid:N or user:NAME) */
+    PL_POLICY_MATCH_GID = 1, /* id: a gid (from gid:N or group:NAME) */
     PL_POLICY_MATCH_DEFAULT = 2,
 };
 
@@ -100,7 +100,7 @@ struct pl_policy_match_item {
 /* One rule, read-only for users of the policy; valid as long as the policy reference is. */
 struct pl_policy_rule {
     char name[PL_POLICY_MAX_NAME_LEN + 1];
-    unsigned line;              /* of its [rule ...] header */
+    unsigned line; /* of its [rule ...] header */
     enum pl_policy_access access;
     struct pl_policy_limits limits;
     size_t n_match;
@@ -125,8 +125,7 @@ int pl_policy_new_from_text(const char *text, size_t len, const char *source,
 
 /* Read path (O_CLOEXEC, regular file, at most PL_POLICY_MAX_FILE_BYTES) and parse it. Returns
  * like pl_policy_new_from_text(), plus -errno when the file cannot be read (err filled). */
-int pl_policy_new_from_file(const char *path, struct pl_policy **ret,
-                            struct pl_policy_error *err);
+int pl_policy_new_from_file(const char *path, struct pl_policy **ret, struct pl_policy_error *err);
 
 /* Reference counting (atomic: references may be dropped from any thread). unref accepts NULL
  * and returns NULL, for `p = pl_policy_unref(p);`. ref returns its argument. */

@@ -25,8 +25,8 @@ struct pl_policy_verdict {
  * n_groups is 0. *ret is filled in every non-EINVAL case, so a refusal can be explained:
  * returns 0 when the rule allows, -PL_ERR_DENIED when it denies or no rule matched, -EINVAL
  * on bad arguments (ret untouched). ret->rule borrows from p. */
-int pl_policy_match(const struct pl_policy *p, uint32_t uid, uint32_t gid,
-                    const uint32_t *groups, size_t n_groups, struct pl_policy_verdict *ret);
+int pl_policy_match(const struct pl_policy *p, uint32_t uid, uint32_t gid, const uint32_t *groups,
+                    size_t n_groups, struct pl_policy_verdict *ret);
 
 /* May this caller use the admin socket? Root (uid 0) always may; otherwise the primary or a
  * supplementary gid must equal the policy's admin_group. p may be NULL (root only).

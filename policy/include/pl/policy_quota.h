@@ -40,10 +40,10 @@ const char *pl_policy_limit_name(enum pl_policy_limit l);
 
 /* Level kept in nano-tokens so refills are exact integers (no drift, no floats). */
 struct pl_policy_bucket {
-    uint64_t level_nt;  /* current content, nano-tokens */
-    uint64_t cap_nt;    /* burst * 1e9 */
-    uint64_t last_ns;   /* time of the last refill */
-    uint32_t rate;      /* tokens per second; PL_POLICY_UNLIMITED: never empty */
+    uint64_t level_nt; /* current content, nano-tokens */
+    uint64_t cap_nt;   /* burst * 1e9 */
+    uint64_t last_ns;  /* time of the last refill */
+    uint32_t rate;     /* tokens per second; PL_POLICY_UNLIMITED: never empty */
 };
 
 /* Start full at now_ns. rate 0 is treated as "never refills"; burst 0 as 1. */
@@ -101,8 +101,7 @@ struct pl_policy_ratelimit {
 };
 
 /* At most burst messages per interval_ns (burst 0: none). */
-void pl_policy_ratelimit_init(struct pl_policy_ratelimit *rl, uint64_t interval_ns,
-                              uint32_t burst);
+void pl_policy_ratelimit_init(struct pl_policy_ratelimit *rl, uint64_t interval_ns, uint32_t burst);
 /* Whether a message may be logged at now_ns. When it may, *ret_suppressed (if not NULL) gets
  * how many were suppressed since the last allowed one (log it with the message). */
 bool pl_policy_ratelimit_allow(struct pl_policy_ratelimit *rl, uint64_t now_ns,

@@ -21,8 +21,8 @@
 #define PL_POLICY_SCHED_STRIDE1 (UINT64_C(1) << 30)
 
 struct pl_policy_sched_entity {
-    uint64_t vtime;             /* wraps; compared by signed difference */
-    uint64_t stride;            /* STRIDE1 / weight */
+    uint64_t vtime;  /* wraps; compared by signed difference */
+    uint64_t stride; /* STRIDE1 / weight */
     uint32_t weight;
     enum pl_policy_class cls;
     bool runnable;
@@ -35,13 +35,11 @@ struct pl_policy_sched {
 void pl_policy_sched_init(struct pl_policy_sched *s);
 
 /* Set up e (not runnable) with weight (clamped to 1..PL_POLICY_MAX_WEIGHT) and class cls. */
-void pl_policy_sched_entity_init(const struct pl_policy_sched *s,
-                                 struct pl_policy_sched_entity *e, uint32_t weight,
-                                 enum pl_policy_class cls);
+void pl_policy_sched_entity_init(const struct pl_policy_sched *s, struct pl_policy_sched_entity *e,
+                                 uint32_t weight, enum pl_policy_class cls);
 /* Change weight / class (policy reload). Moving to another class restarts at its clock. */
-void pl_policy_sched_entity_set(const struct pl_policy_sched *s,
-                                struct pl_policy_sched_entity *e, uint32_t weight,
-                                enum pl_policy_class cls);
+void pl_policy_sched_entity_set(const struct pl_policy_sched *s, struct pl_policy_sched_entity *e,
+                                uint32_t weight, enum pl_policy_class cls);
 
 /* e has work: make it runnable, not earlier than its class's clock. No-op if runnable. */
 void pl_policy_sched_wake(const struct pl_policy_sched *s, struct pl_policy_sched_entity *e);

@@ -22,16 +22,16 @@ enum pl_policy_seccomp_how {
 
 /* Argument condition of an entry; arg says which argument (0..5). */
 enum pl_policy_seccomp_cond {
-    PL_POLICY_SECCOMP_COND_NONE = 0,     /* any arguments */
-    PL_POLICY_SECCOMP_COND_NO_EXEC = 1,  /* (arg & PROT_EXEC) == 0 */
-    PL_POLICY_SECCOMP_COND_READ_ONLY = 2,/* (arg & (O_ACCMODE|O_CREAT|O_TRUNC|O_APPEND|
-                                            __O_TMPFILE)) == 0: open flags for reading */
-    PL_POLICY_SECCOMP_COND_EQ = 3,       /* arg == one of values[0..n_values) */
-    PL_POLICY_SECCOMP_COND_ALL_SET = 4,  /* (arg & values[0]) == values[0] */
-    PL_POLICY_SECCOMP_COND_SELF_PID = 5, /* arg == getpid() of the process building it */
-    PL_POLICY_SECCOMP_COND_IO_FD = 6,    /* arg is one of the io fds (client filter) */
-    PL_POLICY_SECCOMP_COND_OUT_FD = 7,   /* arg is 1, 2 or one of the io fds */
-    PL_POLICY_SECCOMP_COND_STD_FD = 8,   /* arg is 1 or 2 */
+    PL_POLICY_SECCOMP_COND_NONE = 0,      /* any arguments */
+    PL_POLICY_SECCOMP_COND_NO_EXEC = 1,   /* (arg & PROT_EXEC) == 0 */
+    PL_POLICY_SECCOMP_COND_READ_ONLY = 2, /* (arg & (O_ACCMODE|O_CREAT|O_TRUNC|O_APPEND|
+                                             __O_TMPFILE)) == 0: open flags for reading */
+    PL_POLICY_SECCOMP_COND_EQ = 3,        /* arg == one of values[0..n_values) */
+    PL_POLICY_SECCOMP_COND_ALL_SET = 4,   /* (arg & values[0]) == values[0] */
+    PL_POLICY_SECCOMP_COND_SELF_PID = 5,  /* arg == getpid() of the process building it */
+    PL_POLICY_SECCOMP_COND_IO_FD = 6,     /* arg is one of the io fds (client filter) */
+    PL_POLICY_SECCOMP_COND_OUT_FD = 7,    /* arg is 1, 2 or one of the io fds */
+    PL_POLICY_SECCOMP_COND_STD_FD = 8,    /* arg is 1 or 2 */
 };
 
 struct pl_policy_seccomp_entry {

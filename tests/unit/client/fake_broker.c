@@ -208,7 +208,9 @@ static void handle(struct fb *b, struct gen *gens, size_t n_gens, uint32_t type,
             send_error(b, m->request_id, PICOLM__V1__ERROR_CODE__ERROR_CODE_INVALID_ARGUMENT,
                        "prompt: 1..256 bytes of text");
         } else {
-            *g = (struct gen){.active = true, .id = m->request_id, .len = m->prompt.len,
+            *g = (struct gen){.active = true,
+                              .id = m->request_id,
+                              .len = m->prompt.len,
                               .max_tokens = m->max_tokens};
             memcpy(g->text, m->prompt.data, m->prompt.len);
             g->inf = g->len >= 3 && !memcmp(g->text, "inf", 3);

@@ -20,9 +20,9 @@ struct fb {
     int sock;
     struct pl_ipc_region reg;
     struct pl_ipc_ring sq, cq;
-    int broker_fd;         /* the broker's doorbell: the child sleeps on it */
-    int client_fd;         /* the client's doorbell: the child rings it */
-    uint8_t buf[1 << 16];  /* last record read */
+    int broker_fd;        /* the broker's doorbell: the child sleeps on it */
+    int client_fd;        /* the client's doorbell: the child rings it */
+    uint8_t buf[1 << 16]; /* last record read */
 };
 
 typedef void (*fb_scenario_fn)(struct fb *b, void *arg);

@@ -38,16 +38,15 @@ static int parse(struct vals *v, char *err, int argc, ...) {
         {"temp", 0, PL_CLI_OPT_FLOAT, &v->temp, 0, INFINITY, false, false, "T", "temp", false},
         {"json", 0, PL_CLI_OPT_FLAG, &v->json, 0, 0, false, false, NULL, "json", false},
     };
-    return pl_cli_args_parse(opts, sizeof(opts) / sizeof(opts[0]), argc, argv, err,
-                             PL_CLI_ERR_LEN);
+    return pl_cli_args_parse(opts, sizeof(opts) / sizeof(opts[0]), argc, argv, err, PL_CLI_ERR_LEN);
 }
 
 static void test_accepts_all_option_forms(void **state) {
     (void)state;
     struct vals v = {0};
     char err[PL_CLI_ERR_LEN] = "";
-    assert_int_equal(parse(&v, err, 8, "--model", "m.gguf", "-n", "-1", "--top-p=0.5",
-                           "--json", "--seed", "18446744073709551615"),
+    assert_int_equal(parse(&v, err, 8, "--model", "m.gguf", "-n", "-1", "--top-p=0.5", "--json",
+                           "--seed", "18446744073709551615"),
                      0);
     assert_string_equal(v.model, "m.gguf");
     assert_int_equal(v.n, -1);
@@ -91,8 +90,7 @@ static void test_errors_are_one_clear_line(void **state) {
            "--temp: expected a number >= 0, got 'inf'");
     expect(parse(&v, e, 2, "--temp", "0x1p3"), e, -EINVAL,
            "--temp: expected a number >= 0, got '0x1p3'");
-    expect(parse(&v, e, 2, "--temp", " 1"), e, -EINVAL,
-           "--temp: expected a number >= 0, got ' 1'");
+    expect(parse(&v, e, 2, "--temp", " 1"), e, -EINVAL, "--temp: expected a number >= 0, got ' 1'");
     expect(parse(&v, e, 2, "-n", "101"), e, -EINVAL,
            "-n: expected an integer in [-1, 100], got '101'");
     expect(parse(&v, e, 2, "--n-predict", "1e2"), e, -EINVAL,

@@ -45,15 +45,17 @@ static void test_valid_utf8_passes_through(void **state) {
 static void test_invalid_utf8_becomes_replacement_per_maximal_subpart(void **state) {
     (void)state;
 #define R "\xef\xbf\xbd"
-    CHECK("a\x80" "b", "\"a" R "b\"");              /* stray continuation */
-    CHECK("\xc0\xaf", "\"" R R "\"");               /* overlong lead: each byte */
-    CHECK("\xe2\x82", "\"" R "\"");                 /* truncated 3-byte: one U+FFFD */
+    CHECK("a\x80"
+          "b",
+          "\"a" R "b\"");             /* stray continuation */
+    CHECK("\xc0\xaf", "\"" R R "\""); /* overlong lead: each byte */
+    CHECK("\xe2\x82", "\"" R "\"");   /* truncated 3-byte: one U+FFFD */
     CHECK("\xe2\x82z", "\"" R "z\"");
-    CHECK("\xf0\x9f\x99", "\"" R "\"");             /* truncated 4-byte */
-    CHECK("\xed\xa0\x80", "\"" R R R "\"");         /* surrogate: ED A0 is no valid prefix */
-    CHECK("\xf4\x90\x80\x80", "\"" R R R R "\"");   /* above U+10FFFF */
+    CHECK("\xf0\x9f\x99", "\"" R "\"");           /* truncated 4-byte */
+    CHECK("\xed\xa0\x80", "\"" R R R "\"");       /* surrogate: ED A0 is no valid prefix */
+    CHECK("\xf4\x90\x80\x80", "\"" R R R R "\""); /* above U+10FFFF */
     CHECK("\xff\xfe", "\"" R R "\"");
-    CHECK("\xe0\x80\x80", "\"" R R R "\"");         /* overlong 3-byte */
+    CHECK("\xe0\x80\x80", "\"" R R R "\""); /* overlong 3-byte */
 #undef R
 }
 
@@ -63,10 +65,8 @@ static void test_utf8_seq_lengths(void **state) {
     assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"A", 1, &skip), 1);
     assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xc3\xbc", 2, &skip), 2);
     assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xe2\x82\xac", 3, &skip), 3);
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 4, &skip),
-                     4);
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 3, &skip),
-                     0);
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 4, &skip), 4);
+    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 3, &skip), 0);
     assert_int_equal(skip, 3);
 }
 
@@ -74,8 +74,9 @@ static void test_utf8_seq_lengths(void **state) {
 
 static void test_messages_parse_with_escapes(void **state) {
     (void)state;
-    const char text[] = " [ {\"role\" : \"system\", \"content\": \"a\\\"b\\n\\u00e9\\ud83d\\ude00/\\/\"},\n"
-                        "{\"content\":\"\", \"role\":\"user\"} ] \n";
+    const char text[] =
+        " [ {\"role\" : \"system\", \"content\": \"a\\\"b\\n\\u00e9\\ud83d\\ude00/\\/\"},\n"
+        "{\"content\":\"\", \"role\":\"user\"} ] \n";
     struct pl_cli_msg *m = NULL;
     size_t n = 0;
     char err[256];

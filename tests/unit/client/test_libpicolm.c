@@ -522,11 +522,9 @@ static void test_tokenize_and_detokenize(void **state) {
     assert_int_equal(picolm_detokenize(f->c, ids + 1, 3, text, 2, &len), PICOLM_E_RANGE);
     assert_int_equal(len, 3);
     int32_t bad = 300;
-    assert_int_equal(picolm_detokenize(f->c, &bad, 1, text, sizeof(text), &len),
-                     PICOLM_E_INVALID);
+    assert_int_equal(picolm_detokenize(f->c, &bad, 1, text, sizeof(text), &len), PICOLM_E_INVALID);
     assert_non_null(strstr(picolm_last_error(f->c), "out of range"));
-    assert_int_equal(picolm_detokenize(f->c, NULL, 3, text, sizeof(text), &len),
-                     PICOLM_E_INVALID);
+    assert_int_equal(picolm_detokenize(f->c, NULL, 3, text, sizeof(text), &len), PICOLM_E_INVALID);
     fx_stop(f);
 }
 
@@ -550,7 +548,8 @@ static void test_model_info(void **state) {
 /* ---- Per-request features: messages, template, format, schema, stop, logprobs ---- */
 
 /* Append to a description of what reached the wire. */
-static void desc_add(char *d, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void desc_add(char *d, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void desc_add(char *d, size_t cap, const char *fmt, ...) {
     size_t n = strlen(d);
     va_list ap;
@@ -593,8 +592,8 @@ static void features_scenario(struct fb *b, void *arg) {
             desc_add(d, sizeof(d), "input=none;");
             break;
         }
-        desc_add(d, sizeof(d), "format=%s;schema=%.*s;stop=%zu", g->format,
-                 (int)g->json_schema.len, g->json_schema.data, g->n_stop);
+        desc_add(d, sizeof(d), "format=%s;schema=%.*s;stop=%zu", g->format, (int)g->json_schema.len,
+                 g->json_schema.data, g->n_stop);
         for (size_t i = 0; i < g->n_stop; i++)
             desc_add(d, sizeof(d), "|%.*s", (int)g->stop[i].len, g->stop[i].data);
         desc_add(d, sizeof(d), ";logprobs=%u;max=%u", g->logprobs, g->max_tokens);
@@ -661,9 +660,9 @@ static int on_lp_chunk(void *user, const struct picolm_chunk *ch) {
         c->ids[c->n_ids] = ch->ids[i];
         c->lp_status = picolm_chunk_logprob(ch, i, &c->lp[c->n_ids]);
         for (size_t j = 0; j < c->n_top && j < 20; j++)
-            assert_int_equal(picolm_chunk_top(ch, i, j, &c->top_id[c->n_ids][j],
-                                              &c->top_lp[c->n_ids][j]),
-                             PICOLM_OK);
+            assert_int_equal(
+                picolm_chunk_top(ch, i, j, &c->top_id[c->n_ids][j], &c->top_lp[c->n_ids][j]),
+                PICOLM_OK);
     }
     /* Out of range and bad arguments. */
     float x;
@@ -794,17 +793,19 @@ static void test_feature_params_are_checked(void **state) {
     struct picolm_message empty_role = {"", "hi"};
     struct picolm_message bad_utf8 = {"user", "\xc3\x28"};
     struct picolm_message surrogate = {"user", "\xed\xa0\x80"};
-    struct picolm_message overlong = {"us\xc0\xaf" "er", "x"};
+    struct picolm_message overlong = {"us\xc0\xaf"
+                                      "er",
+                                      "x"};
     struct picolm_generate_params p;
 
-#define EXPECT_INVALID(setup)                                                                   \
-    do {                                                                                        \
-        picolm_generate_params_init(&p);                                                        \
-        p.messages = &good;                                                                     \
-        p.n_messages = 1;                                                                       \
-        setup;                                                                                  \
-        assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);        \
-        assert_true(strlen(picolm_last_error(f->c)) > 0);                                       \
+#define EXPECT_INVALID(setup)                                                                      \
+    do {                                                                                           \
+        picolm_generate_params_init(&p);                                                           \
+        p.messages = &good;                                                                        \
+        p.n_messages = 1;                                                                          \
+        setup;                                                                                     \
+        assert_int_equal(picolm_generate(f->c, &p, NULL, NULL, NULL), PICOLM_E_INVALID);           \
+        assert_true(strlen(picolm_last_error(f->c)) > 0);                                          \
     } while (0)
     EXPECT_INVALID(p.prompt = "also a prompt");
     EXPECT_INVALID(p.n_messages = 0);
@@ -814,8 +815,8 @@ static void test_feature_params_are_checked(void **state) {
     EXPECT_INVALID(p.messages = &bad_utf8);
     EXPECT_INVALID(p.messages = &surrogate);
     EXPECT_INVALID(p.messages = &overlong);
-    EXPECT_INVALID((p.messages = NULL, p.n_messages = 0, p.prompt = "x",
-                    p.chat_template = "chatml"));
+    EXPECT_INVALID(
+        (p.messages = NULL, p.n_messages = 0, p.prompt = "x", p.chat_template = "chatml"));
     EXPECT_INVALID(p.chat_template = "caf\xe9");
     EXPECT_INVALID(p.format = "\xff");
     EXPECT_INVALID(p.json_schema_len = 4);
@@ -833,16 +834,16 @@ static void test_feature_params_are_checked(void **state) {
 /* ---- A broker that misbehaves ---- */
 
 enum bad_kind {
-    BAD_GARBAGE,        /* undecodable payload */
-    BAD_TYPE,           /* unknown record type */
-    BAD_ID,             /* a response to a request id never issued */
-    BAD_LOGPROBS,       /* logprob count != token count */
-    BAD_TOP,            /* top logprobs without logprobs, or with an id below -1 */
-    BAD_WRONG_KIND,     /* a TokenizeResult for a Generate */
-    BAD_SESSION_ERROR,  /* Error about the whole session */
-    BAD_SILENCE,        /* never answers */
-    BAD_TRUNCATED,      /* a valid chunk cut short */
-    BAD_RING,           /* a completion ring index that cannot be */
+    BAD_GARBAGE,       /* undecodable payload */
+    BAD_TYPE,          /* unknown record type */
+    BAD_ID,            /* a response to a request id never issued */
+    BAD_LOGPROBS,      /* logprob count != token count */
+    BAD_TOP,           /* top logprobs without logprobs, or with an id below -1 */
+    BAD_WRONG_KIND,    /* a TokenizeResult for a Generate */
+    BAD_SESSION_ERROR, /* Error about the whole session */
+    BAD_SILENCE,       /* never answers */
+    BAD_TRUNCATED,     /* a valid chunk cut short */
+    BAD_RING,          /* a completion ring index that cannot be */
 };
 
 static void bad_scenario(struct fb *b, void *arg) {

@@ -50,9 +50,15 @@ static int teardown(void **state) {
 }
 
 static struct pl_daemon_sched *start(void) {
-    struct pl_daemon_sched_opts o = {
-        .n_seq = 2, .n_ctx = 64, .n_batch = 64, .kv_tokens = 128, .prefill_chunk = 32,
-        .queue_max = 4, .queue_timeout_ms = 1000, .max_held = 16, .max_sessions = N_SESSIONS};
+    struct pl_daemon_sched_opts o = {.n_seq = 2,
+                                     .n_ctx = 64,
+                                     .n_batch = 64,
+                                     .kv_tokens = 128,
+                                     .prefill_chunk = 32,
+                                     .queue_max = 4,
+                                     .queue_timeout_ms = 1000,
+                                     .max_held = 16,
+                                     .max_sessions = N_SESSIONS};
     struct pl_daemon_sched *s = NULL;
     char err[256] = "";
     int r = pl_daemon_sched_start(g_model, &o, &s, err, sizeof(err));
@@ -75,8 +81,8 @@ static bool next_notice(struct pl_daemon_sched *s, struct pl_daemon_msg *ret, in
         if (pl_daemon_sched_notice(s, ret))
             return true;
         clock_gettime(CLOCK_MONOTONIC, &t);
-        long left = timeout_ms - ((t.tv_sec - t0.tv_sec) * 1000 +
-                                  (t.tv_nsec - t0.tv_nsec) / 1000000);
+        long left =
+            timeout_ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
         if (left <= 0)
             return false;
         struct pollfd p = {.fd = pl_daemon_sched_notify_fd(s), .events = POLLIN};
@@ -198,8 +204,9 @@ static void test_kicks_and_stop_with_pending(void **state) {
 
 int main(void) {
     const char *dir = getenv("PICOLM_TEST_DATA");
-    if (!dir || snprintf(g_path, sizeof(g_path), "%s/models/stories260K.gguf", dir) >=
-                    (int)sizeof(g_path) ||
+    if (!dir ||
+        snprintf(g_path, sizeof(g_path), "%s/models/stories260K.gguf", dir) >=
+            (int)sizeof(g_path) ||
         access(g_path, R_OK) != 0) {
         fprintf(stderr, "stories260K.gguf not found under $PICOLM_TEST_DATA: skipping\n");
         return 77;

@@ -178,10 +178,8 @@ static void test_two_threads(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init_args),
-        cmocka_unit_test(test_capacity_rounds_up),
-        cmocka_unit_test(test_fifo_full_empty),
-        cmocka_unit_test(test_index_wrap),
+        cmocka_unit_test(test_init_args),       cmocka_unit_test(test_capacity_rounds_up),
+        cmocka_unit_test(test_fifo_full_empty), cmocka_unit_test(test_index_wrap),
         cmocka_unit_test(test_two_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

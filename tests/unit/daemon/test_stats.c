@@ -98,9 +98,9 @@ static void test_identity_counts_add_to_the_total(void **state) {
     pl_daemon_stats_add(st, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_CTR_TOKENS_OUT, 1);
     pl_daemon_stats_add(st, a, PL_DAEMON_CTR_REQUESTS, 2);
     pl_daemon_stats_add(st, 12345, PL_DAEMON_CTR_REQUESTS, 1); /* bad slot: total only */
-    pl_daemon_stats_add(st, a, (enum pl_daemon_ctr)99, 1);    /* ignored */
+    pl_daemon_stats_add(st, a, (enum pl_daemon_ctr)99, 1);     /* ignored */
     pl_daemon_stats_observe(st, b, PL_DAEMON_HIST_QUEUE_WAIT, 1000);
-    pl_daemon_stats_add(NULL, a, PL_DAEMON_CTR_REQUESTS, 1);  /* no stats: no effect */
+    pl_daemon_stats_add(NULL, a, PL_DAEMON_CTR_REQUESTS, 1); /* no stats: no effect */
     assert_int_equal(pl_daemon_stats_proto(st, &g, &m), 0);
     assert_int_equal(ctr(m->counters, m->n_counters, "tokens_out"), 16);
     assert_int_equal(ctr(m->counters, m->n_counters, "requests"), 3);
@@ -110,12 +110,12 @@ static void test_identity_counts_add_to_the_total(void **state) {
                      10);
     assert_int_equal(ctr(m->identities[1]->counters, m->identities[1]->n_counters, "tokens_out"),
                      5);
-    assert_int_equal(hist(m->identities[1]->histograms, m->identities[1]->n_histograms,
-                          "queue_wait_ns")->count,
-                     1);
-    assert_int_equal(hist(m->identities[0]->histograms, m->identities[0]->n_histograms,
-                          "queue_wait_ns")->count,
-                     0);
+    assert_int_equal(
+        hist(m->identities[1]->histograms, m->identities[1]->n_histograms, "queue_wait_ns")->count,
+        1);
+    assert_int_equal(
+        hist(m->identities[0]->histograms, m->identities[0]->n_histograms, "queue_wait_ns")->count,
+        0);
     assert_int_equal(ctr(m->gauges, m->n_gauges, "sessions_open"), 2);
     assert_int_equal(ctr(m->gauges, m->n_gauges, "kv_total_tokens"), 64);
     /* The snapshot packs and unpacks as a valid message. */
@@ -179,8 +179,7 @@ static void test_concurrent_recording_loses_nothing(void **state) {
     assert_int_equal(ctr(m->counters, m->n_counters, "tokens_out"), 2 * N_PER_WRITER);
     assert_int_equal(hist(m->histograms, m->n_histograms, "inter_token_ns")->count,
                      2 * N_PER_WRITER);
-    assert_int_equal(ctr(m->identities[0]->counters, m->identities[0]->n_counters,
-                         "tokens_out"),
+    assert_int_equal(ctr(m->identities[0]->counters, m->identities[0]->n_counters, "tokens_out"),
                      2 * N_PER_WRITER);
     pl_daemon_stats_proto_free(m);
     pl_daemon_stats_free(r.st);
@@ -226,9 +225,8 @@ static void test_session_start_and_end_count_and_name(void **state) {
     assert_int_equal(ctr(m->counters, m->n_counters, "sessions_opened"), 1);
     assert_int_equal(ctr(m->counters, m->n_counters, "sessions_closed"), 1);
     assert_string_equal(m->identities[0]->identity, "editors");
-    assert_int_equal(ctr(m->identities[0]->counters, m->identities[0]->n_counters,
-                         "sessions_opened"),
-                     1);
+    assert_int_equal(
+        ctr(m->identities[0]->counters, m->identities[0]->n_counters, "sessions_opened"), 1);
     pl_daemon_stats_proto_free(m);
     /* A pid that does not exist: no name, no crash. */
     s->peer.pid = 0;

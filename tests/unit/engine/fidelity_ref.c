@@ -13,8 +13,8 @@
 
 #include "json.h"
 
-__attribute__((format(printf, 3, 4))) static int bad(char *err, size_t err_len,
-                                                     const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int bad(char *err, size_t err_len, const char *fmt,
+                                                     ...) {
     va_list ap;
     va_start(ap, fmt);
     (void)vsnprintf(err, err_len, fmt, ap);
@@ -35,8 +35,8 @@ static bool is_int_in(double v, double lo, double hi) {
 }
 
 /* An array of n ids (or of any length when n == 0, stored in *ret_n). */
-static int get_ids(const struct pl_json *o, const char *key, int32_t *out, size_t n,
-                   char *err, size_t err_len) {
+static int get_ids(const struct pl_json *o, const char *key, int32_t *out, size_t n, char *err,
+                   size_t err_len) {
     const struct pl_json *a = pl_json_get(o, key);
     if (!a || a->type != PL_JSON_ARRAY || a->n != n)
         return bad(err, err_len, "'%s': expected an array of %zu numbers", key, n);
@@ -49,8 +49,8 @@ static int get_ids(const struct pl_json *o, const char *key, int32_t *out, size_
     return 0;
 }
 
-static int get_floats(const struct pl_json *o, const char *key, float *out, size_t n,
-                      char *err, size_t err_len) {
+static int get_floats(const struct pl_json *o, const char *key, float *out, size_t n, char *err,
+                      size_t err_len) {
     const struct pl_json *a = pl_json_get(o, key);
     if (!a || a->type != PL_JSON_ARRAY || a->n != n)
         return bad(err, err_len, "'%s': expected an array of %zu numbers", key, n);
@@ -118,8 +118,8 @@ static int load_prompt(const struct pl_json *jp, uint32_t n_vocab, struct fideli
     return 0;
 }
 
-static int load_logits(const char *ref_path, const char *name, struct fidelity_ref *ref,
-                       char *err, size_t err_len) {
+static int load_logits(const char *ref_path, const char *name, struct fidelity_ref *ref, char *err,
+                       size_t err_len) {
     if (strchr(name, '/') || name[0] == '\0' || name[0] == '.')
         return bad(err, err_len, "logits_file '%s': expected a plain file name", name);
     char path[8192];
@@ -149,8 +149,7 @@ out:
     return r;
 }
 
-int fidelity_ref_load(const char *ref_path, struct fidelity_ref *ret, char *err,
-                      size_t err_len) {
+int fidelity_ref_load(const char *ref_path, struct fidelity_ref *ret, char *err, size_t err_len) {
     struct pl_json *j = NULL;
     struct fidelity_ref ref = {0};
     double v;

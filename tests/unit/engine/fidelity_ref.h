@@ -18,10 +18,10 @@ struct fidelity_greedy {
 };
 
 struct fidelity_prompt {
-    char *text;                    /* NUL-terminated UTF-8 (prompts hold no NUL byte) */
-    int32_t *token_ids;            /* [n_tokens] */
+    char *text;         /* NUL-terminated UTF-8 (prompts hold no NUL byte) */
+    int32_t *token_ids; /* [n_tokens] */
     size_t n_tokens;
-    uint32_t logit_positions[3];   /* sorted, < n_tokens */
+    uint32_t logit_positions[3];       /* sorted, < n_tokens */
     struct fidelity_greedy greedy;     /* F32 KV cache */
     struct fidelity_greedy greedy_f16; /* F16 KV cache, when has_greedy_f16 */
     bool has_greedy_f16;
@@ -34,7 +34,7 @@ struct fidelity_ref {
     bool adds_bos;
     size_t n_prompts;
     struct fidelity_prompt *prompts;
-    float *logits;                 /* [n_prompts][3][n_vocab] */
+    float *logits; /* [n_prompts][3][n_vocab] */
 };
 
 /* Parse ref_path (and its logits file, named by `logits_file`, next to it). Returns 0, or

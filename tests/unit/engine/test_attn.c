@@ -50,8 +50,8 @@ enum pattern {
 struct fixture {
     struct pl_kv kv;
     uint32_t n_head, n_head_kv, hd;
-    float *kf, *vf;  /* [MAX_KV][kv_dim]: the values the cache holds, as f32 */
-    float *q;        /* [N_TOK][n_head * hd] */
+    float *kf, *vf; /* [MAX_KV][kv_dim]: the values the cache holds, as f32 */
+    float *q;       /* [N_TOK][n_head * hd] */
 };
 
 static void store(struct pl_kv *kv, void *row, const float *x, uint32_t n, float *held) {
@@ -104,12 +104,10 @@ static void fixture_make(struct fixture *f, uint32_t type, uint32_t n_head, uint
                     x = pat == RISING ? -1.0 + 2.0 * p / MAX_KV : (p == 0 ? 1.0 : -0.5 * x * x);
                 tmp[i] = (float)x;
             }
-            store(&f->kv, pl_kv_k_row(&f->kv, l, 0, p), tmp, kv_dim,
-                  f->kf + (size_t)p * kv_dim);
+            store(&f->kv, pl_kv_k_row(&f->kv, l, 0, p), tmp, kv_dim, f->kf + (size_t)p * kv_dim);
             for (uint32_t i = 0; i < kv_dim; i++)
                 tmp[i] = (float)urand();
-            store(&f->kv, pl_kv_v_row(&f->kv, l, 0, p), tmp, kv_dim,
-                  f->vf + (size_t)p * kv_dim);
+            store(&f->kv, pl_kv_v_row(&f->kv, l, 0, p), tmp, kv_dim, f->vf + (size_t)p * kv_dim);
         }
     }
     /* Sequence 1's rows: garbage the attention of sequence 0 must never see. */
@@ -144,8 +142,8 @@ static double reference(const struct fixture *f, double *out) {
             for (uint32_t p = 0; p < n_kvs[t]; p++) {
                 double acc = 0.0;
                 for (uint32_t d = 0; d < hd; d++) {
-                    double qd = f->kv.type == PL_KV_F16 ? pl_fp16_to_f32(pl_f32_to_fp16(q[d]))
-                                                        : q[d];
+                    double qd =
+                        f->kv.type == PL_KV_F16 ? pl_fp16_to_f32(pl_f32_to_fp16(q[d])) : q[d];
                     acc += qd * f->kf[(size_t)p * kv_dim + ko + d];
                 }
                 sc[p] = acc / sqrt((double)hd);
@@ -178,8 +176,8 @@ struct share {
 
 static void *share_run(void *arg) {
     const struct share *sh = arg;
-    pl_attn_run(sh->a, &sh->f->kv, LAYER, sh->n_tok, sh->pos, sh->seq, sh->f->q, sh->out,
-                sh->ith, sh->nth);
+    pl_attn_run(sh->a, &sh->f->kv, LAYER, sh->n_tok, sh->pos, sh->seq, sh->f->q, sh->out, sh->ith,
+                sh->nth);
     return NULL;
 }
 
@@ -193,17 +191,22 @@ static bool run(const struct fixture *f, bool simd, uint32_t nth, uint32_t n_tok
         pos[t] = (int32_t)n_kvs[t] - 1;
         seq[t] = 0;
     }
-    assert_int_equal(pl_attn_init(&a, f->n_head, f->n_head_kv, f->hd, MAX_KV, nth,
-                                  f->kv.type, simd),
-                     0);
+    assert_int_equal(
+        pl_attn_init(&a, f->n_head, f->n_head_kv, f->hd, MAX_KV, nth, f->kv.type, simd), 0);
     if (a.simd != simd) {
         pl_attn_done(&a);
         return false;
     }
     assert_true(nth >= 1 && nth <= 4);
     for (uint32_t ith = 0; ith < nth; ith++) {
-        sh[ith] = (struct share){.a = &a, .f = f, .pos = pos, .seq = seq, .n_tok = n_tok,
-                                 .ith = ith, .nth = nth, .out = out};
+        sh[ith] = (struct share){.a = &a,
+                                 .f = f,
+                                 .pos = pos,
+                                 .seq = seq,
+                                 .n_tok = n_tok,
+                                 .ith = ith,
+                                 .nth = nth,
+                                 .out = out};
         if (ith > 0)
             assert_int_equal(pthread_create(&sh[ith].tid, NULL, share_run, &sh[ith]), 0);
     }
@@ -255,8 +258,8 @@ static void check_case(uint32_t type, uint32_t n_head, uint32_t n_head_kv, uint3
         if (e > tol || getenv("ATTN_VERBOSE"))
             print_message("[ attn ] %s type %u heads %u/%u hd %u pattern %d amp %g: max err %g "
                           "(tol %g, score range %g)\n",
-                          simds[k] ? "simd" : "scalar", type, n_head, n_head_kv, hd, pat, amp,
-                          e, tol, range);
+                          simds[k] ? "simd" : "scalar", type, n_head, n_head_kv, hd, pat, amp, e,
+                          tol, range);
         assert_true(e <= tol);
         /* Three threads, and a lone decode entry over four (groups cut in parts): every
          * head gets exactly the same result whatever the split. */

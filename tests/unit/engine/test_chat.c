@@ -18,7 +18,8 @@
 #include "pl/engine_chat.h"
 #include "pl/pl_err.h"
 
-#define MSG(r, c) {r, sizeof(r) - 1, c, sizeof(c) - 1}
+#define MSG(r, c)                                                                                  \
+    { r, sizeof(r) - 1, c, sizeof(c) - 1 }
 
 static const struct pl_chat_msg conv[] = {
     MSG("system", "You are helpful."),
@@ -33,8 +34,8 @@ static void expect(enum pl_chat_family f, const struct pl_chat_msg *m, size_t n,
     size_t len = 0;
     int r = pl_chat_render(f, m, n, gen, bos, eos, buf, sizeof(buf), &len);
     if (r != 0 || len != strlen(want) || memcmp(buf, want, len) != 0)
-        fail_msg("family %s gen %d: r=%d\n got: [%.*s]\nwant: [%s]", pl_chat_template_name(f),
-                 gen, r, (int)len, buf, want);
+        fail_msg("family %s gen %d: r=%d\n got: [%.*s]\nwant: [%s]", pl_chat_template_name(f), gen,
+                 r, (int)len, buf, want);
     assert_int_equal(buf[len], '\0');
 }
 
@@ -197,8 +198,7 @@ static void test_chat_rejects_bad_roles(void **state) {
         int want = strict ? -EINVAL : 0;
         assert_int_equal(pl_chat_render(f, two_users, 2, true, "", "", buf, sizeof(buf), &len),
                          want);
-        assert_int_equal(pl_chat_render(f, late_system, 3, true, "", "", buf, sizeof(buf),
-                                        &len),
+        assert_int_equal(pl_chat_render(f, late_system, 3, true, "", "", buf, sizeof(buf), &len),
                          want);
         bool any_role = f == PL_CHAT_LLAMA3 || f == PL_CHAT_CHATML;
         assert_int_equal(pl_chat_render(f, tool, 2, true, "", "", buf, sizeof(buf), &len),
@@ -223,14 +223,12 @@ static void test_chat_reports_needed_size(void **state) {
     assert_int_equal(pl_chat_render(PL_CHAT_CHATML, conv, 4, true, NULL, NULL, buf, full, &len),
                      -ENOSPC);
     assert_int_equal(len, full);
-    assert_int_equal(pl_chat_render(PL_CHAT_CHATML, conv, 4, true, NULL, NULL, buf, full + 1,
-                                    &len),
+    assert_int_equal(pl_chat_render(PL_CHAT_CHATML, conv, 4, true, NULL, NULL, buf, full + 1, &len),
                      0);
     assert_int_equal(strlen(buf), full);
     /* Empty conversation: just the opening of the assistant turn. */
-    assert_int_equal(pl_chat_render(PL_CHAT_CHATML, NULL, 0, true, NULL, NULL, buf, sizeof(buf),
-                                    &len),
-                     0);
+    assert_int_equal(
+        pl_chat_render(PL_CHAT_CHATML, NULL, 0, true, NULL, NULL, buf, sizeof(buf), &len), 0);
     assert_string_equal(buf, "<|im_start|>assistant\n");
 }
 

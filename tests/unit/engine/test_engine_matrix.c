@@ -7,9 +7,10 @@
  * then decode steps) and compared with a double-precision LLaMA written here over the
  * dequantized weights: once with exact activations (loose bound: the engine quantizes each
  * matmul input) and once rounding every matmul input through the engine's activation type
- * as the engine does (bound per type: see the tolerances). CTest runs the binary twice: SIMD kernels and
- * PICOLM_FORCE_SCALAR=1. The tokenizer comes from $PICOLM_TEST_DATA/models/stories260K.gguf
- * (and the 32000-token llama-spm vocabulary for one case); exit 77 when missing. */
+ * as the engine does (bound per type: see the tolerances). CTest runs the binary twice: SIMD
+ * kernels and PICOLM_FORCE_SCALAR=1. The tokenizer comes from
+ * $PICOLM_TEST_DATA/models/stories260K.gguf (and the 32000-token llama-spm vocabulary for one
+ * case); exit 77 when missing. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -190,7 +191,7 @@ enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, N_W };
 
 struct mcase {
     const char *name;
-    uint32_t wtype[N_W];      /* per layer weight type */
+    uint32_t wtype[N_W]; /* per layer weight type */
     uint32_t embd_type, out_type;
     bool tied;
     uint32_t head_dim, n_head, n_head_kv, n_ff, n_rot, n_layer;
@@ -198,24 +199,26 @@ struct mcase {
     bool bias;
     uint32_t kv_type;
     bool large_vocab;
-    uint32_t long_prompt;     /* extra: one sequence of this many tokens (0: none) */
+    uint32_t long_prompt; /* extra: one sequence of this many tokens (0: none) */
 };
 
 /* Reference model: dequantized weights. */
+struct rlayer {
+    float *w[N_W];               /* [rows][cols] */
+    float *wmin[N_W];            /* as rmodel.embd_min */
+    float *attn_norm, *ffn_norm; /* [n_embd] */
+    float *bq, *bk, *bv;         /* NULL without biases */
+};
+
 struct rmodel {
     const struct mcase *mc;
     uint32_t n_embd, q_dim, kv_dim, n_vocab;
-    float *embd;                          /* [n_vocab][n_embd] */
-    float *out;                           /* [n_vocab][n_embd] (tied: embd) */
+    float *embd; /* [n_vocab][n_embd] */
+    float *out;  /* [n_vocab][n_embd] (tied: embd) */
     /* Q4_1/Q5_1 weights: each block's m, [rows][cols / 32] (else NULL); see r_matvec(). */
     float *embd_min, *out_min;
-    float *out_norm;                      /* [n_embd] */
-    struct rlayer {
-        float *w[N_W];                    /* [rows][cols] */
-        float *wmin[N_W];                 /* as rmodel.embd_min */
-        float *attn_norm, *ffn_norm;      /* [n_embd] */
-        float *bq, *bk, *bv;              /* NULL without biases */
-    } *layers;
+    float *out_norm; /* [n_embd] */
+    struct rlayer *layers;
 };
 
 static void rmodel_free(struct rmodel *r) {
@@ -245,13 +248,28 @@ static void rmodel_free(struct rmodel *r) {
 static void w_shape(const struct rmodel *r, int i, uint32_t *cols, uint32_t *rows) {
     const uint32_t ff = r->mc->n_ff;
     switch (i) {
-    case W_Q: *cols = r->n_embd; *rows = r->q_dim; break;
+    case W_Q:
+        *cols = r->n_embd;
+        *rows = r->q_dim;
+        break;
     case W_K:
-    case W_V: *cols = r->n_embd; *rows = r->kv_dim; break;
-    case W_O: *cols = r->q_dim; *rows = r->n_embd; break;
+    case W_V:
+        *cols = r->n_embd;
+        *rows = r->kv_dim;
+        break;
+    case W_O:
+        *cols = r->q_dim;
+        *rows = r->n_embd;
+        break;
     case W_GATE:
-    case W_UP: *cols = r->n_embd; *rows = ff; break;
-    default: *cols = ff; *rows = r->n_embd; break;
+    case W_UP:
+        *cols = r->n_embd;
+        *rows = ff;
+        break;
+    default:
+        *cols = ff;
+        *rows = r->n_embd;
+        break;
     }
 }
 
@@ -331,8 +349,7 @@ static bool build_model(const struct mcase *mc, const char *path, struct rmodel 
     if (pl_gguf_open(vocab, &vg, err, sizeof(err)) < 0)
         return false;
     struct pl_gguf_arr toks;
-    assert_int_equal(pl_gguf_get_arr(vg, "tokenizer.ggml.tokens", PL_GGUF_TYPE_STRING, &toks),
-                     0);
+    assert_int_equal(pl_gguf_get_arr(vg, "tokenizer.ggml.tokens", PL_GGUF_TYPE_STRING, &toks), 0);
 
     memset(r, 0, sizeof(*r));
     r->mc = mc;
@@ -371,8 +388,8 @@ static bool build_model(const struct mcase *mc, const char *path, struct rmodel 
     char name[64];
     assert_non_null(qt);
     const float s_embd = 1.0f;
-    make_tensor(&qt[n_t++], "token_embd.weight", mc->embd_type, r->n_embd, r->n_vocab, s_embd,
-                0.0f, &r->embd, &r->embd_min);
+    make_tensor(&qt[n_t++], "token_embd.weight", mc->embd_type, r->n_embd, r->n_vocab, s_embd, 0.0f,
+                &r->embd, &r->embd_min);
     if (mc->tied) {
         r->out = r->embd;
         r->out_min = r->embd_min;
@@ -384,11 +401,11 @@ static bool build_model(const struct mcase *mc, const char *path, struct rmodel 
                 &r->out_norm, NULL);
     for (uint32_t il = 0; il < mc->n_layer; il++) {
         struct rlayer *l = &r->layers[il];
-        static const char *const wn[N_W] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                           "ffn_gate", "ffn_up", "ffn_down"};
+        static const char *const wn[N_W] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                            "ffn_gate", "ffn_up", "ffn_down"};
         snprintf(name, sizeof(name), "blk.%u.attn_norm.weight", il);
-        make_tensor(&qt[n_t++], name, PL_GGML_TYPE_F32, r->n_embd, 1, 0.2f, 1.0f,
-                    &l->attn_norm, NULL);
+        make_tensor(&qt[n_t++], name, PL_GGML_TYPE_F32, r->n_embd, 1, 0.2f, 1.0f, &l->attn_norm,
+                    NULL);
         for (int i = 0; i < N_W; i++) {
             uint32_t cols, rows;
             w_shape(r, i, &cols, &rows);
@@ -396,8 +413,8 @@ static bool build_model(const struct mcase *mc, const char *path, struct rmodel 
             /* Scale ~ 1/sqrt(cols) keeps activations O(1); a small per-matrix offset gives
              * the blocks a non-zero mean, so the formats' mins/offsets matter. */
             float s = 1.5f / sqrtf((float)cols);
-            make_tensor(&qt[n_t++], name, mc->wtype[i], cols, rows, s, 0.1f * s * rng_f(),
-                        &l->w[i], &l->wmin[i]);
+            make_tensor(&qt[n_t++], name, mc->wtype[i], cols, rows, s, 0.1f * s * rng_f(), &l->w[i],
+                        &l->wmin[i]);
         }
         if (mc->bias) {
             snprintf(name, sizeof(name), "blk.%u.attn_q.bias", il);
@@ -408,12 +425,12 @@ static bool build_model(const struct mcase *mc, const char *path, struct rmodel 
             make_tensor(&qt[n_t++], name, PL_GGML_TYPE_F32, r->kv_dim, 1, 0.3f, 0.0f, &l->bv, NULL);
         }
         snprintf(name, sizeof(name), "blk.%u.ffn_norm.weight", il);
-        make_tensor(&qt[n_t++], name, PL_GGML_TYPE_F32, r->n_embd, 1, 0.2f, 1.0f, &l->ffn_norm, NULL);
+        make_tensor(&qt[n_t++], name, PL_GGML_TYPE_F32, r->n_embd, 1, 0.2f, 1.0f, &l->ffn_norm,
+                    NULL);
     }
     for (size_t i = 0; i < n_t; i++)
-        assert_int_equal(bench_gguf_writer_add_tensor(w, qt[i].name, qt[i].type, qt[i].n_dims,
-                                                      qt[i].ne),
-                         0);
+        assert_int_equal(
+            bench_gguf_writer_add_tensor(w, qt[i].name, qt[i].type, qt[i].n_dims, qt[i].ne), 0);
     assert_int_equal(bench_gguf_writer_open(w, path), 0);
     for (size_t i = 0; i < n_t; i++) {
         assert_int_equal(bench_gguf_writer_write(w, qt[i].bytes, qt[i].n_bytes), 0);
@@ -515,8 +532,7 @@ static void r_forward(const struct rmodel *r, const int32_t *toks, uint32_t n, b
     uint8_t *qbuf = calloc((size_t)wide * 4 + 64, 1);
     double *corr = calloc(wide / 32 + 1, sizeof(double));
     const double *cq = actq ? corr : NULL;
-    assert_true(x && q && k && v && xn && a && g && u && att && tmp && sc && fbuf && qbuf &&
-                corr);
+    assert_true(x && q && k && v && xn && a && g && u && att && tmp && sc && fbuf && qbuf && corr);
 
     for (uint32_t t = 0; t < n; t++)
         for (uint32_t i = 0; i < E; i++)
@@ -609,15 +625,27 @@ static void r_forward(const struct rmodel *r, const int32_t *toks, uint32_t n, b
             act_round(a, E, ot, fbuf, qbuf, corr);
         r_matvec(logits + (size_t)t * r->n_vocab, r->out, a, E, r->n_vocab, NULL, r->out_min, cq);
     }
-    free(x); free(q); free(k); free(v); free(xn); free(a); free(g); free(u);
-    free(att); free(tmp); free(sc); free(fbuf); free(qbuf); free(corr);
+    free(x);
+    free(q);
+    free(k);
+    free(v);
+    free(xn);
+    free(a);
+    free(g);
+    free(u);
+    free(att);
+    free(tmp);
+    free(sc);
+    free(fbuf);
+    free(qbuf);
+    free(corr);
 }
 
 /* ---- Comparison ---- */
 
 struct err_stat {
-    double rel;  /* max over rows of max|d| / max|ref| */
-    double cos;  /* min over rows */
+    double rel; /* max over rows of max|d| / max|ref| */
+    double cos; /* min over rows */
 };
 
 static void compare_row(const float *e, const double *ref, uint32_t n, struct err_stat *st) {
@@ -640,7 +668,7 @@ static void compare_row(const float *e, const double *ref, uint32_t n, struct er
 #define N_STEPS 4
 
 struct seqplan {
-    uint32_t n_prompt;      /* tokens in the first batch */
+    uint32_t n_prompt; /* tokens in the first batch */
     int32_t toks[160];
     uint32_t n_total;
 };
@@ -674,16 +702,14 @@ static void run_case(void **state) {
     assert_int_equal(hp->n_vocab, r.n_vocab);
     /* The engine pairs each type with the activation type we model. */
     for (int i = 0; i < N_W; i++)
-        assert_int_equal(pl_quant_kernels(mc->wtype[i])->vec_dot_type,
-                         act_type_of(mc->wtype[i]));
+        assert_int_equal(pl_quant_kernels(mc->wtype[i])->vec_dot_type, act_type_of(mc->wtype[i]));
 
     /* Sequences: prompts of several lengths decoded together in the first batch (tiled path:
      * >= 4 entries, more than one tile), then N_STEPS steps of one token each for every live
      * sequence (private path), with a third sequence joining at step 2 with a 3-token prompt
      * (batch of 4: tiled again, mixed positions). */
-    struct seqplan sp[MAX_SEQS] = {{.n_prompt = mc->long_prompt ? mc->long_prompt : 21},
-                                   {.n_prompt = 5},
-                                   {.n_prompt = 0}};
+    struct seqplan sp[MAX_SEQS] = {
+        {.n_prompt = mc->long_prompt ? mc->long_prompt : 21}, {.n_prompt = 5}, {.n_prompt = 0}};
     const uint32_t V = r.n_vocab;
     for (int s = 0; s < MAX_SEQS; s++) {
         sp[s].n_total = (s == 2 ? 3 + (N_STEPS - 2) : sp[s].n_prompt + N_STEPS);
@@ -691,8 +717,8 @@ static void run_case(void **state) {
             sp[s].toks[i] = (int32_t)(rng_u32() % V);
     }
 
-    struct pl_ctx_opts co = {.n_ctx = 256, .n_seq = MAX_SEQS, .n_batch = 256,
-                             .kv_type = mc->kv_type};
+    struct pl_ctx_opts co = {
+        .n_ctx = 256, .n_seq = MAX_SEQS, .n_batch = 256, .kv_type = mc->kv_type};
     struct pl_ctx *c = NULL;
     assert_int_equal(pl_ctx_new(m, &co, &c), 0);
 
@@ -766,8 +792,10 @@ static void run_case(void **state) {
     int worst = 0; /* 0 F32, 1 F16, 2 BF16, 3 quantized */
     for (int i = 0; i <= N_W; i++) {
         uint32_t t = i < N_W ? mc->wtype[i] : (mc->tied ? mc->embd_type : mc->out_type);
-        int rank = t == PL_GGML_TYPE_F32 ? 0 : t == PL_GGML_TYPE_F16 ? 1
-                                               : t == PL_GGML_TYPE_BF16 ? 2 : 3;
+        int rank = t == PL_GGML_TYPE_F32    ? 0
+                   : t == PL_GGML_TYPE_F16  ? 1
+                   : t == PL_GGML_TYPE_BF16 ? 2
+                                            : 3;
         worst = rank > worst ? rank : worst;
     }
     static const double tols[4] = {TOL_F32, TOL_F16, TOL_BF16, TOL_ACTQ};
@@ -817,69 +845,128 @@ static void test_matrix_own_decoders_match_scalar_to_f32(void **state) {
 
 /* ---- The matrix ---- */
 
-#define ALL7(t) {t, t, t, t, t, t, t}
+#define ALL7(t)                                                                                    \
+    { t, t, t, t, t, t, t }
 
 /* Shape A: head_dim 64, 4 heads (n_embd 256), MHA, full rotary, base 10000, untied, F32
  * cache. Shape B: head_dim 128, 4 heads (n_embd 512), GQA (1 KV head), n_rot 32, base
  * 500000, linear scaling x4, q/k/v biases, tied output, F16 cache. n_ff: 352 / 608 for
  * 32-element blocks (off the 256 grid), 512 / 768 for K-quants. */
-#define CASE_A(nm, t, ff)                                                                   \
-    {.name = nm "-A", .wtype = ALL7(t), .embd_type = t, .out_type = t, .head_dim = 64,     \
-     .n_head = 4, .n_head_kv = 4, .n_ff = ff, .n_rot = 64, .n_layer = 2,                    \
-     .freq_base = 10000.0f, .kv_type = PL_KV_F32}
-#define CASE_B(nm, t, ff)                                                                   \
-    {.name = nm "-B", .wtype = ALL7(t), .embd_type = t, .tied = true, .head_dim = 128,     \
-     .n_head = 4, .n_head_kv = 1, .n_ff = ff, .n_rot = 32, .n_layer = 2,                    \
-     .freq_base = 500000.0f, .scale_factor = 4.0f, .bias = true, .kv_type = PL_KV_F16}
+#define CASE_A(nm, t, ff)                                                                          \
+    {                                                                                              \
+        .name = nm "-A", .wtype = ALL7(t), .embd_type = t, .out_type = t, .head_dim = 64,          \
+        .n_head = 4, .n_head_kv = 4, .n_ff = ff, .n_rot = 64, .n_layer = 2, .freq_base = 10000.0f, \
+        .kv_type = PL_KV_F32                                                                       \
+    }
+#define CASE_B(nm, t, ff)                                                                          \
+    {                                                                                              \
+        .name = nm "-B", .wtype = ALL7(t), .embd_type = t, .tied = true, .head_dim = 128,          \
+        .n_head = 4, .n_head_kv = 1, .n_ff = ff, .n_rot = 32, .n_layer = 2,                        \
+        .freq_base = 500000.0f, .scale_factor = 4.0f, .bias = true, .kv_type = PL_KV_F16           \
+    }
 
 static const struct mcase k_cases[] = {
-    CASE_A("F32", PL_GGML_TYPE_F32, 200),     CASE_B("F32", PL_GGML_TYPE_F32, 330),
-    CASE_A("F16", PL_GGML_TYPE_F16, 200),     CASE_B("F16", PL_GGML_TYPE_F16, 330),
-    CASE_A("BF16", PL_GGML_TYPE_BF16, 200),   CASE_B("BF16", PL_GGML_TYPE_BF16, 330),
-    CASE_A("Q4_0", PL_GGML_TYPE_Q4_0, 352),   CASE_B("Q4_0", PL_GGML_TYPE_Q4_0, 608),
-    CASE_A("Q4_1", PL_GGML_TYPE_Q4_1, 352),   CASE_B("Q4_1", PL_GGML_TYPE_Q4_1, 608),
-    CASE_A("Q5_0", PL_GGML_TYPE_Q5_0, 352),   CASE_B("Q5_0", PL_GGML_TYPE_Q5_0, 608),
-    CASE_A("Q5_1", PL_GGML_TYPE_Q5_1, 352),   CASE_B("Q5_1", PL_GGML_TYPE_Q5_1, 608),
-    CASE_A("Q8_0", PL_GGML_TYPE_Q8_0, 352),   CASE_B("Q8_0", PL_GGML_TYPE_Q8_0, 608),
-    CASE_A("Q2_K", PL_GGML_TYPE_Q2_K, 512),   CASE_B("Q2_K", PL_GGML_TYPE_Q2_K, 768),
-    CASE_A("Q3_K", PL_GGML_TYPE_Q3_K, 512),   CASE_B("Q3_K", PL_GGML_TYPE_Q3_K, 768),
-    CASE_A("Q4_K", PL_GGML_TYPE_Q4_K, 512),   CASE_B("Q4_K", PL_GGML_TYPE_Q4_K, 768),
-    CASE_A("Q5_K", PL_GGML_TYPE_Q5_K, 512),   CASE_B("Q5_K", PL_GGML_TYPE_Q5_K, 768),
-    CASE_A("Q6_K", PL_GGML_TYPE_Q6_K, 512),   CASE_B("Q6_K", PL_GGML_TYPE_Q6_K, 768),
+    CASE_A("F32", PL_GGML_TYPE_F32, 200),
+    CASE_B("F32", PL_GGML_TYPE_F32, 330),
+    CASE_A("F16", PL_GGML_TYPE_F16, 200),
+    CASE_B("F16", PL_GGML_TYPE_F16, 330),
+    CASE_A("BF16", PL_GGML_TYPE_BF16, 200),
+    CASE_B("BF16", PL_GGML_TYPE_BF16, 330),
+    CASE_A("Q4_0", PL_GGML_TYPE_Q4_0, 352),
+    CASE_B("Q4_0", PL_GGML_TYPE_Q4_0, 608),
+    CASE_A("Q4_1", PL_GGML_TYPE_Q4_1, 352),
+    CASE_B("Q4_1", PL_GGML_TYPE_Q4_1, 608),
+    CASE_A("Q5_0", PL_GGML_TYPE_Q5_0, 352),
+    CASE_B("Q5_0", PL_GGML_TYPE_Q5_0, 608),
+    CASE_A("Q5_1", PL_GGML_TYPE_Q5_1, 352),
+    CASE_B("Q5_1", PL_GGML_TYPE_Q5_1, 608),
+    CASE_A("Q8_0", PL_GGML_TYPE_Q8_0, 352),
+    CASE_B("Q8_0", PL_GGML_TYPE_Q8_0, 608),
+    CASE_A("Q2_K", PL_GGML_TYPE_Q2_K, 512),
+    CASE_B("Q2_K", PL_GGML_TYPE_Q2_K, 768),
+    CASE_A("Q3_K", PL_GGML_TYPE_Q3_K, 512),
+    CASE_B("Q3_K", PL_GGML_TYPE_Q3_K, 768),
+    CASE_A("Q4_K", PL_GGML_TYPE_Q4_K, 512),
+    CASE_B("Q4_K", PL_GGML_TYPE_Q4_K, 768),
+    CASE_A("Q5_K", PL_GGML_TYPE_Q5_K, 512),
+    CASE_B("Q5_K", PL_GGML_TYPE_Q5_K, 768),
+    CASE_A("Q6_K", PL_GGML_TYPE_Q6_K, 512),
+    CASE_B("Q6_K", PL_GGML_TYPE_Q6_K, 768),
     /* Q4_K_M-like mix: q/k/v of two types (one activation preparation shared by q and k,
      * another for v), gate and up of different types (the unfused FFN path), Q6_K down and
      * output, Q4_K embeddings; GQA 8:2, head_dim 64, partial rotary. */
     {.name = "mix-K",
      .wtype = {PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q6_K, PL_GGML_TYPE_Q5_K,
                PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q5_K, PL_GGML_TYPE_Q6_K},
-     .embd_type = PL_GGML_TYPE_Q4_K, .out_type = PL_GGML_TYPE_Q6_K, .head_dim = 64,
-     .n_head = 8, .n_head_kv = 2, .n_ff = 1024, .n_rot = 48, .n_layer = 2,
-     .freq_base = 10000.0f, .kv_type = PL_KV_F16},
+     .embd_type = PL_GGML_TYPE_Q4_K,
+     .out_type = PL_GGML_TYPE_Q6_K,
+     .head_dim = 64,
+     .n_head = 8,
+     .n_head_kv = 2,
+     .n_ff = 1024,
+     .n_rot = 48,
+     .n_layer = 2,
+     .freq_base = 10000.0f,
+     .kv_type = PL_KV_F16},
     /* Mix of 32-element block types with different activation types (Q8_0, Q8_1, F16,
      * BF16) inside one projection group; n_embd 192 (no tiled kernel anywhere). */
     {.name = "mix-32",
      .wtype = {PL_GGML_TYPE_Q5_1, PL_GGML_TYPE_Q4_1, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q5_0,
                PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q4_1, PL_GGML_TYPE_BF16},
-     .embd_type = PL_GGML_TYPE_Q8_0, .out_type = PL_GGML_TYPE_F16, .head_dim = 64,
-     .n_head = 3, .n_head_kv = 3, .n_ff = 288, .n_rot = 64, .n_layer = 2,
-     .freq_base = 10000.0f, .bias = true, .kv_type = PL_KV_F32},
+     .embd_type = PL_GGML_TYPE_Q8_0,
+     .out_type = PL_GGML_TYPE_F16,
+     .head_dim = 64,
+     .n_head = 3,
+     .n_head_kv = 3,
+     .n_ff = 288,
+     .n_rot = 64,
+     .n_layer = 2,
+     .freq_base = 10000.0f,
+     .bias = true,
+     .kv_type = PL_KV_F32},
     /* The same mix with n_embd 256: tiled kernels for the 256-multiple inputs. */
     {.name = "mix-32-tiled",
      .wtype = {PL_GGML_TYPE_Q5_1, PL_GGML_TYPE_Q4_1, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q5_0,
                PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q4_1, PL_GGML_TYPE_Q8_0},
-     .embd_type = PL_GGML_TYPE_Q5_0, .out_type = PL_GGML_TYPE_Q4_1, .head_dim = 64,
-     .n_head = 4, .n_head_kv = 2, .n_ff = 512, .n_rot = 32, .n_layer = 2,
-     .freq_base = 1000000.0f, .scale_factor = 2.0f, .kv_type = PL_KV_F16},
+     .embd_type = PL_GGML_TYPE_Q5_0,
+     .out_type = PL_GGML_TYPE_Q4_1,
+     .head_dim = 64,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 512,
+     .n_rot = 32,
+     .n_layer = 2,
+     .freq_base = 1000000.0f,
+     .scale_factor = 2.0f,
+     .kv_type = PL_KV_F16},
     /* A prompt longer than one forward chunk (64 entries), n_ff off the 256 grid. */
-    {.name = "long-prompt-Q8_0", .wtype = ALL7(PL_GGML_TYPE_Q8_0),
-     .embd_type = PL_GGML_TYPE_Q8_0, .out_type = PL_GGML_TYPE_Q8_0, .head_dim = 64,
-     .n_head = 4, .n_head_kv = 2, .n_ff = 352, .n_rot = 64, .n_layer = 1,
-     .freq_base = 10000.0f, .kv_type = PL_KV_F16, .long_prompt = 150},
+    {.name = "long-prompt-Q8_0",
+     .wtype = ALL7(PL_GGML_TYPE_Q8_0),
+     .embd_type = PL_GGML_TYPE_Q8_0,
+     .out_type = PL_GGML_TYPE_Q8_0,
+     .head_dim = 64,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 352,
+     .n_rot = 64,
+     .n_layer = 1,
+     .freq_base = 10000.0f,
+     .kv_type = PL_KV_F16,
+     .long_prompt = 150},
     /* The LLaMA-2 vocabulary (32000 tokens), tied Q6_K embeddings. */
-    {.name = "llama-spm-vocab-Q6_K", .wtype = ALL7(PL_GGML_TYPE_Q4_K),
-     .embd_type = PL_GGML_TYPE_Q6_K, .tied = true, .head_dim = 64, .n_head = 4,
-     .n_head_kv = 4, .n_ff = 512, .n_rot = 64, .n_layer = 1, .freq_base = 10000.0f,
-     .kv_type = PL_KV_F16, .large_vocab = true},
+    {.name = "llama-spm-vocab-Q6_K",
+     .wtype = ALL7(PL_GGML_TYPE_Q4_K),
+     .embd_type = PL_GGML_TYPE_Q6_K,
+     .tied = true,
+     .head_dim = 64,
+     .n_head = 4,
+     .n_head_kv = 4,
+     .n_ff = 512,
+     .n_rot = 64,
+     .n_layer = 1,
+     .freq_base = 10000.0f,
+     .kv_type = PL_KV_F16,
+     .large_vocab = true},
 };
 
 int main(void) {
@@ -889,8 +976,7 @@ int main(void) {
         return 77;
     }
     snprintf(g_vocab_small, sizeof(g_vocab_small), "%s/models/stories260K.gguf", data);
-    snprintf(g_vocab_large, sizeof(g_vocab_large), "%s/tokenizer/ggml-vocab-llama-spm.gguf",
-             data);
+    snprintf(g_vocab_large, sizeof(g_vocab_large), "%s/tokenizer/ggml-vocab-llama-spm.gguf", data);
     if (access(g_vocab_small, R_OK) != 0) {
         fprintf(stderr, "%s missing: skipping\n", g_vocab_small);
         return 77;
@@ -908,13 +994,13 @@ int main(void) {
     struct CMUnitTest tests[N_CASES + 1];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_matrix_own_decoders_match_scalar_to_f32);
     for (size_t i = 0; i < N_CASES; i++)
-        tests[i + 1] = (struct CMUnitTest){.name = k_cases[i].name, .test_func = run_case,
-                                           .initial_state = (void *)&k_cases[i]};
+        tests[i + 1] = (struct CMUnitTest){
+            .name = k_cases[i].name, .test_func = run_case, .initial_state = (void *)&k_cases[i]};
     if (getenv("PL_MATRIX_FILTER"))
         cmocka_set_test_filter(getenv("PL_MATRIX_FILTER"));
-    int r = cmocka_run_group_tests_name(strcmp(pl_quant_isa(), "scalar") == 0 ? "engine_matrix_scalar"
-                                                                      : "engine_matrix",
-                                        tests, NULL, NULL);
+    int r = cmocka_run_group_tests_name(
+        strcmp(pl_quant_isa(), "scalar") == 0 ? "engine_matrix_scalar" : "engine_matrix", tests,
+        NULL, NULL);
     (void)rmdir(g_tmpdir);
     return r;
 }

@@ -45,12 +45,12 @@
 #define MIN_COSINE_QUANT 0.999
 #define N_GREEDY 32
 #define STORY_TOKENS 256
-#define STORY_PREFIX                                                                             \
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "   \
+#define STORY_PREFIX                                                                               \
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "      \
     "park."
 
 struct fcase {
-    char name[160];     /* test name */
+    char name[160]; /* test name */
     char ref_path[8192];
     char dir[4096];
     uint32_t kv_type;
@@ -106,8 +106,8 @@ static int eval_prompt(struct pl_ctx *ctx, const int32_t *tokens, size_t n, cons
             pos[i] = (int32_t)(start + i);
             want_here += want[start + i];
         }
-        struct pl_batch b = {.n = m, .token = tokens + start, .pos = pos, .seq = seq,
-                             .logits = want + start};
+        struct pl_batch b = {
+            .n = m, .token = tokens + start, .pos = pos, .seq = seq, .logits = want + start};
         r = pl_ctx_decode(ctx, &b, out + rows * n_vocab);
         if (r < 0)
             goto out;
@@ -244,16 +244,16 @@ static void test_model(void **state) {
                             "want %.6g) = %.4f%% of max |logit| %.4g (limit %.2f%%), cosine "
                             "%.7f\n",
                             ref.model_file, kv_name(fc->kv_type), p, rp->logit_positions[s],
-                            max_diff, at, (double)got[at], (double)want_row[at], rel * 100.0,
-                            scale, tol * 100.0, cosine);
+                            max_diff, at, (double)got[at], (double)want_row[at], rel * 100.0, scale,
+                            tol * 100.0, cosine);
                 fails++;
             }
         }
 
         /* Greedy continuation from the last prompt row. */
-        const struct fidelity_greedy *g =
-            fc->kv_type == PL_KV_F16 && ref.prompts[p].has_greedy_f16 ? &rp->greedy_f16
-                                                                     : &rp->greedy;
+        const struct fidelity_greedy *g = fc->kv_type == PL_KV_F16 && ref.prompts[p].has_greedy_f16
+                                              ? &rp->greedy_f16
+                                              : &rp->greedy;
         const float *last_ref = ref.logits + ((size_t)p * 3 + 2) * n_vocab;
         double scale = row_max_abs(last_ref, n_vocab);
         double margin_floor = tol * scale;
@@ -275,9 +275,9 @@ static void test_model(void **state) {
                 if (t != g->token_ids[k]) {
                     print_error("%s kv %s prompt %zu: greedy step %zu chose %d (logit %.5g), "
                                 "llama.cpp %d (top1 %.5g, top2 %.5g; margin floor %.4g)\n",
-                                ref.model_file, kv_name(fc->kv_type), p, k, t,
-                                (double)logits[t], g->token_ids[k], (double)g->top1[k],
-                                (double)g->top2[k], margin_floor);
+                                ref.model_file, kv_name(fc->kv_type), p, k, t, (double)logits[t],
+                                g->token_ids[k], (double)g->top1[k], (double)g->top2[k],
+                                margin_floor);
                     fails++;
                     break;
                 }
@@ -285,8 +285,8 @@ static void test_model(void **state) {
                 if (!(d <= tol * scale)) {
                     print_error("%s kv %s prompt %zu: greedy step %zu top1 logit %.6g, "
                                 "llama.cpp %.6g (limit %.4g)\n",
-                                ref.model_file, kv_name(fc->kv_type), p, k,
-                                (double)logits[t], (double)g->top1[k], tol * scale);
+                                ref.model_file, kv_name(fc->kv_type), p, k, (double)logits[t],
+                                (double)g->top1[k], tol * scale);
                     fails++;
                     break;
                 }
@@ -344,7 +344,7 @@ static void test_story_from_bos(void **state) {
         if (ref.prompts[p].text[0] == '\0') {
             const struct fidelity_prompt *rp = &ref.prompts[p];
             want32 = fc->kv_type == PL_KV_F16 && rp->has_greedy_f16 ? rp->greedy_f16.token_ids
-                                                                   : rp->greedy.token_ids;
+                                                                    : rp->greedy.token_ids;
         }
     }
     size_t len = 0;
@@ -431,8 +431,8 @@ int main(void) {
         for (int kv = 0; kv < 2; kv++) {
             struct fcase *c = &cases[k];
             uint32_t kvt = kv == 0 ? PL_KV_F16 : PL_KV_F32;
-            (void)snprintf(c->name, sizeof(c->name), "%.*s kv %s",
-                           (int)(strlen(names[i]) - 9), names[i], kv_name(kvt));
+            (void)snprintf(c->name, sizeof(c->name), "%.*s kv %s", (int)(strlen(names[i]) - 9),
+                           names[i], kv_name(kvt));
             (void)snprintf(c->ref_path, sizeof(c->ref_path), "%s/%s", dir, names[i]);
             (void)snprintf(c->dir, sizeof(c->dir), "%s", dir);
             c->kv_type = kvt;

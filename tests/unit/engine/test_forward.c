@@ -48,8 +48,11 @@ static struct pl_model *load_model(uint32_t n_threads) {
 
 static struct pl_ctx *new_ctx(struct pl_model *m, uint32_t n_ctx, uint32_t n_seq,
                               uint32_t n_kv_tokens, uint32_t n_batch, uint32_t kv_type) {
-    struct pl_ctx_opts o = {.n_ctx = n_ctx, .n_seq = n_seq, .n_kv_tokens = n_kv_tokens,
-                            .n_batch = n_batch, .kv_type = kv_type};
+    struct pl_ctx_opts o = {.n_ctx = n_ctx,
+                            .n_seq = n_seq,
+                            .n_kv_tokens = n_kv_tokens,
+                            .n_batch = n_batch,
+                            .kv_type = kv_type};
     struct pl_ctx *c = NULL;
     assert_int_equal(pl_ctx_new(m, &o, &c), 0);
     return c;
@@ -157,8 +160,7 @@ static void ref_rmsnorm(double *y, const double *x, const double *w, uint32_t n,
 }
 
 /* y[rows] = W[rows][cols] x[cols] */
-static void ref_matvec(double *y, const double *w, const double *x, uint32_t rows,
-                       uint32_t cols) {
+static void ref_matvec(double *y, const double *w, const double *x, uint32_t rows, uint32_t cols) {
     for (uint32_t r = 0; r < rows; r++) {
         double s = 0;
         for (uint32_t i = 0; i < cols; i++)
@@ -238,8 +240,7 @@ static void ref_forward(const struct ref_model *r, const int32_t *toks, uint32_t
         ref_rmsnorm(xb, x, r->out_norm, E, hp->rms_eps);
         ref_matvec(out + (size_t)p * hp->n_vocab, r->out, xb, hp->n_vocab, E);
     }
-    free(K), free(V), free(x), free(xb), free(q), free(att), free(tmp), free(sc), free(g),
-        free(u);
+    free(K), free(V), free(x), free(xb), free(q), free(att), free(tmp), free(sc), free(g), free(u);
 }
 
 /* ---- Tests ---- */
@@ -587,8 +588,8 @@ static void test_forward_matches_llamacpp_stories260k(void **state) {
     uint32_t k = 0;
     for (uint32_t i0 = 0; i0 < n; i0 += 16) {
         uint32_t cnt = n - i0 < 16 ? n - i0 : 16;
-        struct pl_batch b = {.n = cnt, .token = tok + i0, .pos = pos + i0, .seq = seq + i0,
-                             .logits = lg + i0};
+        struct pl_batch b = {
+            .n = cnt, .token = tok + i0, .pos = pos + i0, .seq = seq + i0, .logits = lg + i0};
         uint32_t wanted = 0;
         for (uint32_t i = 0; i < cnt; i++)
             wanted += lg[i0 + i];

@@ -505,7 +505,8 @@ static void test_gguf_rejects_array_of_2_pow_62_elements(void **state) {
     gb_u32(&b, PL_GGUF_TYPE_STRING);
     gb_u64(&b, (uint64_t)1 << 62);
     gb_zeros(&b, 64);
-    expect_reject(&b, -PL_ERR_FORMAT, "'tokenizer.ggml.tokens'", "array length 4611686018427387904");
+    expect_reject(&b, -PL_ERR_FORMAT, "'tokenizer.ggml.tokens'",
+                  "array length 4611686018427387904");
     /* under the cap but longer than the file */
     gb_header(&b, 0, 1);
     gb_str(&b, "tokenizer.ggml.scores");
@@ -926,7 +927,9 @@ static void test_gguf_tensor_types_match_models_readme(void **state) {
     (void)state;
     static const struct {
         const char *file;
-        struct { uint32_t type, count; } c[5];
+        struct {
+            uint32_t type, count;
+        } c[5];
     } want[] = {
         {"stories260K.gguf", {{PL_GGML_TYPE_F32, 48}}},
         {"stories260K-F16.gguf", {{PL_GGML_TYPE_F16, 37}, {PL_GGML_TYPE_F32, 11}}},
@@ -935,10 +938,15 @@ static void test_gguf_tensor_types_match_models_readme(void **state) {
         {"tiny-llama-spm-Q5_K_M.gguf",
          {{PL_GGML_TYPE_Q6_K, 5}, {PL_GGML_TYPE_F32, 9}, {PL_GGML_TYPE_Q5_K, 25}}},
         {"tiny-llama-spm-Q3_K_M.gguf",
-         {{PL_GGML_TYPE_Q6_K, 1}, {PL_GGML_TYPE_F32, 9}, {PL_GGML_TYPE_Q3_K, 17},
-          {PL_GGML_TYPE_Q4_K, 10}, {PL_GGML_TYPE_Q5_K, 2}}},
+         {{PL_GGML_TYPE_Q6_K, 1},
+          {PL_GGML_TYPE_F32, 9},
+          {PL_GGML_TYPE_Q3_K, 17},
+          {PL_GGML_TYPE_Q4_K, 10},
+          {PL_GGML_TYPE_Q5_K, 2}}},
         {"tiny-llama-spm-Q2_K.gguf",
-         {{PL_GGML_TYPE_Q6_K, 1}, {PL_GGML_TYPE_F32, 9}, {PL_GGML_TYPE_Q2_K, 17},
+         {{PL_GGML_TYPE_Q6_K, 1},
+          {PL_GGML_TYPE_F32, 9},
+          {PL_GGML_TYPE_Q2_K, 17},
           {PL_GGML_TYPE_Q3_K, 12}}},
         {"tiny-llama-spm-tied-Q8_0.gguf", {{PL_GGML_TYPE_F32, 9}, {PL_GGML_TYPE_Q8_0, 29}}},
         {"tiny-llama-gpt2-Q4_0.gguf",
@@ -997,8 +1005,8 @@ static void test_gguf_reads_tokenizer_vocabularies(void **state) {
         for (uint64_t i = 0; i < arr.n; i++)
             assert_int_equal(pl_gguf_arr_str(&arr, i, &s), 0);
         if (want[f].n_merges) {
-            assert_int_equal(
-                pl_gguf_get_arr(g, "tokenizer.ggml.merges", PL_GGUF_TYPE_STRING, &arr), 0);
+            assert_int_equal(pl_gguf_get_arr(g, "tokenizer.ggml.merges", PL_GGUF_TYPE_STRING, &arr),
+                             0);
             assert_int_equal(arr.n, want[f].n_merges);
         } else {
             assert_int_equal(pl_gguf_get_arr(g, "tokenizer.ggml.merges", _PL_GGUF_TYPE_MAX, &arr),

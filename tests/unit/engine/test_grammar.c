@@ -64,15 +64,15 @@ static const char *const schema_list =
 struct text_case {
     const char *schema; /* NULL: JSON mode */
     const char *text;
-    bool ok;            /* accepted and complete */
+    bool ok; /* accepted and complete */
 };
 
 static bool run_text(const char *schema, const char *text, size_t len) {
     struct pl_grammar *g = NULL;
     struct pl_grammar_state *st = NULL;
     char err[256];
-    int r = pl_grammar_compile_json(NULL, schema, schema ? strlen(schema) : 0, &g, err,
-                                    sizeof(err));
+    int r =
+        pl_grammar_compile_json(NULL, schema, schema ? strlen(schema) : 0, &g, err, sizeof(err));
     if (r != 0)
         fail_msg("compile %s: %d %s", schema ? schema : "(json)", r, err);
     assert_int_equal(pl_grammar_state_new(g, &st), 0);
@@ -158,8 +158,9 @@ static void test_grammar_accepts_and_rejects_texts(void **state) {
          "{\"id\":1,\"score\":2.5,\"kind\":3,\"owner\":{\"first\":\"ann\",\"pets\":[1,2,3]},"
          "\"note\":null}",
          true},
-        {schema_nested, "{\"id\":1,\"kind\":null,\"owner\":{\"first\":\"a\",\"pets\":[]},"
-                        "\"note\":\"hi\"}",
+        {schema_nested,
+         "{\"id\":1,\"kind\":null,\"owner\":{\"first\":\"a\",\"pets\":[]},"
+         "\"note\":\"hi\"}",
          true},
         {schema_nested, "{\"id\":1,\"kind\":\"cow\",\"owner\":{\"first\":\"\",\"pets\":[]}}",
          false},
@@ -167,8 +168,9 @@ static void test_grammar_accepts_and_rejects_texts(void **state) {
         {schema_nested, "{\"id\":1,\"kind\":\"cat\",\"owner\":{\"first\":\"\"}}", false},
         {schema_nested, "{\"id\":1,\"kind\":\"cat\",\"owner\":{\"first\":\"\",\"pets\":[1,2,3,4]}}",
          false},
-        {schema_nested, "{\"id\":1,\"kind\":\"cat\",\"owner\":{\"first\":\"\",\"pets\":[]},"
-                        "\"note\":\"toolong\"}",
+        {schema_nested,
+         "{\"id\":1,\"kind\":\"cat\",\"owner\":{\"first\":\"\",\"pets\":[]},"
+         "\"note\":\"toolong\"}",
          false},
         /* top-level non-objects */
         {"{\"type\":\"integer\"}", "42", true},
@@ -210,22 +212,20 @@ static void test_grammar_accepts_and_rejects_texts(void **state) {
         /* free-form objects with typed values */
         {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
          "{\"a\":1,\"b\":2}", true},
-        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
-         "{\"a\":\"x\"}", false},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"a\":\"x\"}",
+         false},
         {"{\"type\":\"object\",\"additionalProperties\":false}", "{}", true},
         {"{\"type\":\"object\",\"additionalProperties\":false}", "{\"a\":1}", false},
         {"{\"type\":\"array\",\"maxItems\":0}", "[]", true},
         {"{\"type\":\"array\",\"maxItems\":0}", "[1]", false},
         {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}", "\"\\u00e9\\n\"", true},
-        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}", "\"\xf0\x9f\x99\x82\"",
-         false},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}", "\"\xf0\x9f\x99\x82\"", false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         bool got = run_text(cases[i].schema, cases[i].text, strlen(cases[i].text));
         if (got != cases[i].ok)
             fail_msg("case %zu: schema %s text [%s]: got %d want %d", i,
-                     cases[i].schema ? cases[i].schema : "(json)", cases[i].text, got,
-                     cases[i].ok);
+                     cases[i].schema ? cases[i].schema : "(json)", cases[i].text, got, cases[i].ok);
     }
     /* A NUL byte inside a string is rejected (control character). */
     assert_false(run_text(NULL, "{\"a\":\"\0\"}", 8));
@@ -288,8 +288,7 @@ static void test_grammar_rejects_bad_schemas(void **state) {
     memset(deeper, '[', 100000);
     memset(deeper + 100000, ']', 100000);
     deeper[200000] = '\0';
-    assert_int_equal(pl_grammar_compile_json(NULL, deeper, 200000, &g, err, sizeof(err)),
-                     -EINVAL);
+    assert_int_equal(pl_grammar_compile_json(NULL, deeper, 200000, &g, err, sizeof(err)), -EINVAL);
     free(deeper);
     assert_int_equal(pl_grammar_compile_json(NULL, NULL, 3, &g, err, sizeof(err)), -EINVAL);
 }
@@ -297,9 +296,8 @@ static void test_grammar_rejects_bad_schemas(void **state) {
 static uint32_t distance_after(const char *schema, const char *prefix) {
     struct pl_grammar *g = NULL;
     struct pl_grammar_state *st = NULL;
-    assert_int_equal(pl_grammar_compile_json(NULL, schema, schema ? strlen(schema) : 0, &g,
-                                             NULL, 0),
-                     0);
+    assert_int_equal(
+        pl_grammar_compile_json(NULL, schema, schema ? strlen(schema) : 0, &g, NULL, 0), 0);
     assert_int_equal(pl_grammar_state_new(g, &st), 0);
     assert_int_equal(pl_grammar_feed_text(st, prefix, strlen(prefix)), 0);
     uint32_t d = pl_grammar_state_distance(st);
@@ -310,9 +308,9 @@ static uint32_t distance_after(const char *schema, const char *prefix) {
 
 static void test_grammar_distance_is_shortest_completion(void **state) {
     (void)state;
-    assert_int_equal(distance_after(NULL, ""), 2);             /* {} */
-    assert_int_equal(distance_after(NULL, "{\"a\":"), 2);      /* 0} */
-    assert_int_equal(distance_after(NULL, "{\"a\":[{\"b"), 6); /* ":0}]} */
+    assert_int_equal(distance_after(NULL, ""), 2);               /* {} */
+    assert_int_equal(distance_after(NULL, "{\"a\":"), 2);        /* 0} */
+    assert_int_equal(distance_after(NULL, "{\"a\":[{\"b"), 6);   /* ":0}]} */
     assert_int_equal(distance_after(NULL, "{\"a\":\"\\u00"), 4); /* 2 hex, ", } */
     assert_int_equal(distance_after(NULL, "{\"a\":-"), 2);
     assert_int_equal(distance_after(NULL, "{\"a\":1"), 1);
@@ -320,7 +318,8 @@ static void test_grammar_distance_is_shortest_completion(void **state) {
     assert_int_equal(distance_after(schema_person, ""), 20);
     assert_int_equal(distance_after(schema_person, "{\"name\":\"bob\""), 9);
     assert_int_equal(distance_after(schema_person, "{\"name\":\"bob\",\"age\":3"), 1);
-    assert_int_equal(distance_after(schema_person, "{\"name\":\"bob\",\"age\":3,\"t"), 11); /* ags":["x"]} */
+    assert_int_equal(distance_after(schema_person, "{\"name\":\"bob\",\"age\":3,\"t"),
+                     11);                                   /* ags":["x"]} */
     assert_int_equal(distance_after(schema_list, "["), 20); /* {"k":"v"},{"k":"v"}] */
 }
 
@@ -348,8 +347,9 @@ static void test_grammar_mask_matches_brute_force(void **state) {
     (void)state;
     const struct pl_tokenizer *t = pl_model_tokenizer(g_model);
     uint32_t n = pl_tokenizer_n_vocab(t);
-    static const char *const prefixes[] = {"", "{", "{\"a", "{\"a\":", "{\"a\":1", "{\"a\":\"x",
-                                           "{\"a\":[", "{\"a\":{}", "{\"a\":t", "{\"a\":\"\\u0"};
+    static const char *const prefixes[] = {
+        "",           "{",        "{\"a",      "{\"a\":",  "{\"a\":1",
+        "{\"a\":\"x", "{\"a\":[", "{\"a\":{}", "{\"a\":t", "{\"a\":\"\\u0"};
     const char *schemas[] = {NULL, schema_person};
     float *logits = malloc(n * sizeof(*logits));
     assert_non_null(logits);
@@ -357,8 +357,7 @@ static void test_grammar_mask_matches_brute_force(void **state) {
         struct pl_grammar *g = NULL;
         struct pl_grammar_state *st = NULL, *probe = NULL;
         const char *sc = schemas[si];
-        assert_int_equal(pl_grammar_compile_json(g_vocab, sc, sc ? strlen(sc) : 0, &g, NULL, 0),
-                         0);
+        assert_int_equal(pl_grammar_compile_json(g_vocab, sc, sc ? strlen(sc) : 0, &g, NULL, 0), 0);
         assert_int_equal(pl_grammar_state_new(g, &st), 0);
         assert_int_equal(pl_grammar_state_new(g, &probe), 0);
         for (size_t pi = 0; pi < sizeof(prefixes) / sizeof(prefixes[0]); pi++) {
@@ -596,12 +595,11 @@ static void run_generations(int n_generations, bool tight, bool random_logits) {
     char err[256];
     for (size_t i = 0; i < n_schemas; i++) {
         const char *s = schemas[i];
-        assert_int_equal(pl_grammar_compile_json(g_vocab, s, s ? strlen(s) : 0, &grammars[i], err,
-                                                 sizeof(err)),
-                         0);
+        assert_int_equal(
+            pl_grammar_compile_json(g_vocab, s, s ? strlen(s) : 0, &grammars[i], err, sizeof(err)),
+            0);
         if (s)
-            assert_int_equal(pl_json_parse(s, strlen(s), &parsed_schemas[i], err, sizeof(err)),
-                             0);
+            assert_int_equal(pl_json_parse(s, strlen(s), &parsed_schemas[i], err, sizeof(err)), 0);
     }
     struct pl_ctx *ctx = NULL;
     struct pl_ctx_opts co = {.n_ctx = MAX_TOKENS + 8, .n_seq = N_SEQ, .n_batch = N_SEQ};
@@ -689,15 +687,14 @@ static void run_generations(int n_generations, bool tight, bool random_logits) {
             gn->last = id;
             bool done = r == 1;
             if (!done) {
-                int pl = pl_tokenizer_piece(t, id, gn->text + gn->len,
-                                            sizeof(gn->text) - gn->len - 1);
+                int pl =
+                    pl_tokenizer_piece(t, id, gn->text + gn->len, sizeof(gn->text) - gn->len - 1);
                 assert_true(pl > 0);
                 gn->len += (size_t)pl;
                 if (gn->n_gen == gn->budget) {
                     if (!pl_grammar_state_complete(gn->st))
                         fail_msg("seed %llu schema %d: budget ran out before completion: %.*s",
-                                 (unsigned long long)gn->seed, gn->schema, (int)gn->len,
-                                 gn->text);
+                                 (unsigned long long)gn->seed, gn->schema, (int)gn->len, gn->text);
                     done = true;
                 }
             } else {

@@ -50,8 +50,8 @@ static void naive(const float *logits, uint32_t n, struct ref *out) {
             sum += exp(logits[i] - max);
     for (uint32_t i = 0; i < n; i++) {
         out[i].id = (int32_t)i;
-        out[i].lp = (isnan(logits[i]) || logits[i] == -INFINITY) ? -INFINITY
-                                                                   : logits[i] - max - log(sum);
+        out[i].lp =
+            (isnan(logits[i]) || logits[i] == -INFINITY) ? -INFINITY : logits[i] - max - log(sum);
     }
 }
 

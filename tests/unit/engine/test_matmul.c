@@ -6,9 +6,9 @@
  * that are not a multiple of the kernel's row group, rows longer than one unpacked chunk),
  * the decode vectors (fewer than PL_MM_MIN_TILED_TOK tokens) and the per-row dot products,
  * each compared with a double-precision product of the dequantized weights and quantized
- * activations; a decode step of 2 or 3 tokens also bit for bit with each token alone. Bias, accumulate and an output stride wider than the rows are covered too.
- * Without a tiled kernel for this CPU (or with PICOLM_FORCE_SCALAR=1) only the per-row path
- * runs. */
+ * activations; a decode step of 2 or 3 tokens also bit for bit with each token alone. Bias,
+ * accumulate and an output stride wider than the rows are covered too. Without a tiled kernel for
+ * this CPU (or with PICOLM_FORCE_SCALAR=1) only the per-row path runs. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -64,8 +64,12 @@ static void mat_make(struct mat *m, uint32_t type, uint32_t n, uint32_t rows) {
     }
     free(src);
     free(back);
-    m->w = (struct pl_weight){.data = m->data, .type = type, .n_cols = n, .n_rows = rows,
-                              .row_bytes = (size_t)rb, .k = pl_quant_kernels(type)};
+    m->w = (struct pl_weight){.data = m->data,
+                              .type = type,
+                              .n_cols = n,
+                              .n_rows = rows,
+                              .row_bytes = (size_t)rb,
+                              .k = pl_quant_kernels(type)};
     assert_non_null(m->w.k);
     m->w.vk = pl_quant_kernels(m->w.k->vec_dot_type);
     assert_non_null(m->w.vk);
@@ -109,8 +113,7 @@ static void acts_make(struct acts *a, const struct pl_weight *w, uint32_t n_tok)
     free(src);
     free(back);
     a->tiles = NULL;
-    a->act = (struct pl_mm_act){.xq = a->xq, .stride = w->act_row_bytes, .tk = tk,
-                                .n_tok = n_tok};
+    a->act = (struct pl_mm_act){.xq = a->xq, .stride = w->act_row_bytes, .tk = tk, .n_tok = n_tok};
     if (!tk)
         return;
     if (n_tok >= PL_MM_MIN_TILED_TOK) {
@@ -121,8 +124,7 @@ static void acts_make(struct acts *a, const struct pl_weight *w, uint32_t n_tok)
         for (uint32_t t = 0; t < n_tiles * PL_MM_TILE; t++) {
             uint8_t *tile = a->tiles + (size_t)(t / PL_MM_TILE) * a->act.tile_bytes;
             if (t < n_tok)
-                tk->prep(a->xq + (size_t)t * w->act_row_bytes, n, tile, PL_MM_TILE,
-                         t % PL_MM_TILE);
+                tk->prep(a->xq + (size_t)t * w->act_row_bytes, n, tile, PL_MM_TILE, t % PL_MM_TILE);
             else
                 pl_mm_tile_clear(n, tile, t % PL_MM_TILE);
         }
@@ -166,13 +168,13 @@ struct shape {
 
 /* Each shape runs with, for every type: per-row r_lo .. rows, out rows stride rows + 3. */
 static const struct shape k_shapes[] = {
-    {256, 13, 5, 1},     /* one tile, partial; row groups of 4 + 3 + ... */
-    {512, 9, 2, 0},      /* decode vectors */
-    {512, 10, 4, 1},     /* decode vectors, four tokens in one pass */
-    {256, 7, 3, 1},      /* decode vectors of one super-block, 64-byte aligned slots */
-    {2048, 38, 33, 2},   /* 3 tiles, last one partial */
-    {6400, 11, 70, 0},   /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
-    {768, 22, 1, 5},     /* one token */
+    {256, 13, 5, 1},   /* one tile, partial; row groups of 4 + 3 + ... */
+    {512, 9, 2, 0},    /* decode vectors */
+    {512, 10, 4, 1},   /* decode vectors, four tokens in one pass */
+    {256, 7, 3, 1},    /* decode vectors of one super-block, 64-byte aligned slots */
+    {2048, 38, 33, 2}, /* 3 tiles, last one partial */
+    {6400, 11, 70, 0}, /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
+    {768, 22, 1, 5},   /* one token */
 };
 
 static const uint32_t k_types[] = {PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_K,
@@ -214,8 +216,7 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
         bias[r] = frand();
     for (size_t i = 0; i < (size_t)stride * sh->n_tok; i++)
         out[i] = 1000.0f + (float)(i % 7);
-    pl_matmul_rows(&m.w, &a.act, out, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
-                   sh->rows);
+    pl_matmul_rows(&m.w, &a.act, out, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo, sh->rows);
     const struct pl_mm_tile_kernel *tk = pl_mm_tile_kernel(type, sh->n);
     if (tk && sh->n_tok <= PL_MM_HALF) {
         /* The same tokens in one full tile and in one half tile (what a kernel with vec_max
@@ -234,7 +235,8 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
                            sh->rows);
             if (memcmp(out2, out, sizeof(float) * (size_t)stride * sh->n_tok) != 0)
                 fail_msg("type %u n %u tokens %u: a tile of %u slots differs from the decode "
-                         "path", type, sh->n, sh->n_tok, slots);
+                         "path",
+                         type, sh->n, sh->n_tok, slots);
             free(out2);
             free(lay);
         }
@@ -255,8 +257,8 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
             pl_matmul_rows(&m.w, &o, one, stride, bias_acc ? bias : NULL, bias_acc, sh->r_lo,
                            sh->rows);
             if (memcmp(one, out + (size_t)t * stride, sizeof(float) * stride) != 0)
-                fail_msg("type %u n %u: token %u of %u differs from its decode alone", type,
-                         sh->n, t, sh->n_tok);
+                fail_msg("type %u n %u: token %u of %u differs from its decode alone", type, sh->n,
+                         t, sh->n_tok);
         }
         free(one);
     }
@@ -276,8 +278,7 @@ static void check_rows(uint32_t type, const struct shape *sh, bool bias_acc) {
             }
             if (fabs((double)out[i] - want) > tol)
                 fail_msg("type %u n %u tok %u row %u: got %.9g want %.9g (tol %.3g, %s)", type,
-                         sh->n, t, r, (double)out[i], want, tol,
-                         a.act.tk ? "tiled" : "per-row");
+                         sh->n, t, r, (double)out[i], want, tol, a.act.tk ? "tiled" : "per-row");
         }
     free(out);
     free(bias);
@@ -322,8 +323,8 @@ static void test_swiglu(void **state) {
                     const double gv = dot_ref(&g, &a, r, t, &sg), uv = dot_ref(&u, &a, r, t, &su);
                     const double want = silu_d(gv) * uv;
                     /* d(silu(g) u) <= |u| (1.1 dg) + |silu(g)| du */
-                    const double tol = (fabs(uv) * 1.1 * sg + (fabs(gv) + 1.0) * su) * REL_TOL +
-                                       1e-6;
+                    const double tol =
+                        (fabs(uv) * 1.1 * sg + (fabs(gv) + 1.0) * su) * REL_TOL + 1e-6;
                     const double got = out[(size_t)t * sh->rows + r];
                     if (fabs(got - want) > tol)
                         fail_msg("swiglu type %u n %u tok %u row %u: got %.9g want %.9g",
@@ -345,8 +346,8 @@ static void test_swiglu_elementwise(void **state) {
     (void)state;
     enum { N = 67 };
     float g[N], u[N], want[N], got[N], inplace[N];
-    const float special[] = {0.0f, -0.0f, INFINITY, 1e-40f, -1e-40f, 88.5f, -88.5f, -103.0f,
-                             -120.0f, 120.0f, 3.0e38f, -3.0e38f};
+    const float special[] = {0.0f,   -0.0f,   INFINITY, 1e-40f, -1e-40f, 88.5f,
+                             -88.5f, -103.0f, -120.0f,  120.0f, 3.0e38f, -3.0e38f};
     for (int rep = 0; rep < 40; rep++) {
         for (int i = 0; i < N; i++) {
             const float scale = rep % 4 == 0 ? 120.0f : rep % 4 == 1 ? 8.0f : 1.0f;
@@ -376,8 +377,8 @@ static void test_swiglu_elementwise(void **state) {
                  * reference's quotient is -0 once exp(-x) overflows) */
                 const double d = fabs((double)got[i] - (double)want[i]);
                 if (d > 4e-7 * fabs((double)want[i]) + 1e-35)
-                    fail_msg("swiglu(%.9g) * %.9g: got %.9g want %.9g", (double)g[i],
-                             (double)u[i], (double)got[i], (double)want[i]);
+                    fail_msg("swiglu(%.9g) * %.9g: got %.9g want %.9g", (double)g[i], (double)u[i],
+                             (double)got[i], (double)want[i]);
             }
         }
         /* The same value at another position gives the same bits. */
@@ -451,8 +452,8 @@ static void test_packed_weights_bit_identical(void **state) {
                 run_rows(&m.w, &a, half, want, len);
                 run_rows(&p, &a, half, got, len);
                 if (memcmp(want, got, sizeof(float) * len) != 0)
-                    fail_msg("type %u n %u tokens %u%s: packed weights differ", k_types[i],
-                             sh->n, sh->n_tok, half ? " (half tile)" : "");
+                    fail_msg("type %u n %u tokens %u%s: packed weights differ", k_types[i], sh->n,
+                             sh->n_tok, half ? " (half tile)" : "");
             }
             struct pl_mm_act pa = a.act;
             pa.tk = pl_mm_weight_kernel(&p);
@@ -462,8 +463,8 @@ static void test_packed_weights_bit_identical(void **state) {
                 if (memcmp(want + (size_t)t * sh->rows + sh->r_lo,
                            got + (size_t)t * sh->rows + sh->r_lo,
                            sizeof(float) * (sh->rows - sh->r_lo)) != 0)
-                    fail_msg("swiglu type %u n %u tokens %u: packed weights differ",
-                             k_types[i], sh->n, sh->n_tok);
+                    fail_msg("swiglu type %u n %u tokens %u: packed weights differ", k_types[i],
+                             sh->n, sh->n_tok);
             free(want);
             free(got);
             free((void *)(uintptr_t)p.data);

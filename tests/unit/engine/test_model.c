@@ -152,8 +152,8 @@ static void run_model_case(const struct model_case *mc) {
         uint32_t cnt = n - i0 < 64 ? n - i0 : 64, wanted = 0;
         for (uint32_t i = 0; i < cnt; i++)
             wanted += lg[i0 + i];
-        struct pl_batch b = {.n = cnt, .token = tok + i0, .pos = pos + i0, .seq = seq + i0,
-                             .logits = lg + i0};
+        struct pl_batch b = {
+            .n = cnt, .token = tok + i0, .pos = pos + i0, .seq = seq + i0, .logits = lg + i0};
         assert_int_equal(pl_ctx_decode(c, &b, out + (size_t)k * nv), 0);
         k += wanted;
     }
@@ -171,8 +171,8 @@ static void run_model_case(const struct model_case *mc) {
         worst = fmax(worst, md / mx);
         worst_abs = fmax(worst_abs, md);
     }
-    print_message("%-26s max abs diff %-10.4g rel (of row max |logit|) %.3g\n", mc->name,
-                  worst_abs, worst);
+    print_message("%-26s max abs diff %-10.4g rel (of row max |logit|) %.3g\n", mc->name, worst_abs,
+                  worst);
     assert_true(worst < mc->tol);
 
     free(out);
@@ -326,7 +326,8 @@ static void test_model_rejects_missing_and_misshaped_tensors(void **state) {
 
     /* ffn_gate [64, 172] written as [172, 64]: same bytes, wrong shape. */
     img = copy_img();
-    off = tensor_info_off(img, g_img_len, "blk.2.ffn_gate.weight") + strlen("blk.2.ffn_gate.weight");
+    off =
+        tensor_info_off(img, g_img_len, "blk.2.ffn_gate.weight") + strlen("blk.2.ffn_gate.weight");
     uint32_t n_dims;
     uint64_t ne[2];
     memcpy(&n_dims, img + off, 4);
@@ -340,7 +341,8 @@ static void test_model_rejects_missing_and_misshaped_tensors(void **state) {
 
     /* A norm weight typed I32 (same size as F32): no kernels for it. */
     img = copy_img();
-    off = tensor_info_off(img, g_img_len, "blk.1.ffn_norm.weight") + strlen("blk.1.ffn_norm.weight");
+    off =
+        tensor_info_off(img, g_img_len, "blk.1.ffn_norm.weight") + strlen("blk.1.ffn_norm.weight");
     memcpy(&n_dims, img + off, 4);
     uint32_t i32 = PL_GGML_TYPE_I32;
     memcpy(img + off + 4 + 8 * n_dims, &i32, 4);
@@ -532,8 +534,7 @@ static void test_model_place_weights_keeps_results(void **state) {
     assert_non_null(got);
     six_token_logits(ref, want);
 
-    static const enum pl_weights_mode modes[] = {PL_WEIGHTS_FILE, PL_WEIGHTS_THP,
-                                                 PL_WEIGHTS_AUTO};
+    static const enum pl_weights_mode modes[] = {PL_WEIGHTS_FILE, PL_WEIGHTS_THP, PL_WEIGHTS_AUTO};
     for (size_t k = 0; k < 2 * sizeof(modes) / sizeof(modes[0]); k++) {
         const bool from_file = k % 2 == 0;
         const enum pl_weights_mode mode = modes[k / 2];
@@ -542,8 +543,7 @@ static void test_model_place_weights_keeps_results(void **state) {
         if (from_file)
             assert_int_equal(pl_model_load(path, NULL, &m, err, sizeof(err)), 0);
         else
-            assert_int_equal(pl_model_load_mem(g_img, g_img_len, NULL, &m, err, sizeof(err)),
-                             0);
+            assert_int_equal(pl_model_load_mem(g_img, g_img_len, NULL, &m, err, sizeof(err)), 0);
         const struct pl_gguf *g = pl_model_gguf(m);
         assert_true(pl_gguf_is_mapped(g) == from_file);
         const uint8_t *sec = (const uint8_t *)pl_gguf_base(g) + pl_gguf_data_offset(g);
@@ -640,8 +640,8 @@ static void test_model_prompt_split_gives_same_logits(void **state) {
     /* One call (the engine's internal pieces of at most 64 must not leave a 2-entry tail),
      * then splits as a prefix cache (blocks of 16) or a scheduler (bounded chunks) make. */
     static const uint32_t whole[] = {66, 0};
-    static const uint32_t splits[][6] = {{16, 16, 16, 18, 0}, {48, 18, 0}, {62, 4, 0},
-                                         {32, 30, 4, 0}};
+    static const uint32_t splits[][6] = {
+        {16, 16, 16, 18, 0}, {48, 18, 0}, {62, 4, 0}, {32, 30, 4, 0}};
     feed_split(c, tok, 66, whole, want);
     int bad = 0;
     for (size_t k = 0; k < sizeof(splits) / sizeof(splits[0]); k++) {
@@ -695,9 +695,8 @@ static void test_model_prompt_split_gives_same_logits(void **state) {
 static void test_model_batch_invariance_every_quant(void **state) {
     (void)state;
     static const char *const names[] = {
-        "tiny-llama-spm-Q4_K_M.gguf", "tiny-llama-spm-Q5_K_M.gguf",
-        "tiny-llama-spm-Q3_K_M.gguf", "tiny-llama-spm-Q2_K.gguf",
-        "tiny-llama-spm-tied-Q8_0.gguf", "tiny-llama-gpt2-Q4_0.gguf"};
+        "tiny-llama-spm-Q4_K_M.gguf", "tiny-llama-spm-Q5_K_M.gguf",    "tiny-llama-spm-Q3_K_M.gguf",
+        "tiny-llama-spm-Q2_K.gguf",   "tiny-llama-spm-tied-Q8_0.gguf", "tiny-llama-gpt2-Q4_0.gguf"};
     static const uint32_t sizes[] = {2, 3, 4, 5, 8, 12};
     int bad = 0;
     for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
@@ -776,9 +775,8 @@ static void test_model_batch_invariance_every_quant(void **state) {
  * show. The matrices here are large enough (>= 256 KiB) for the chunked hand-out. */
 static void test_model_thread_count_keeps_logits(void **state) {
     (void)state;
-    static const char *const names[] = {"tiny-llama-spm-Q4_K_M.gguf",
-                                        "tiny-llama-spm-tied-Q8_0.gguf",
-                                        "tiny-llama-gpt2-Q4_0.gguf"};
+    static const char *const names[] = {
+        "tiny-llama-spm-Q4_K_M.gguf", "tiny-llama-spm-tied-Q8_0.gguf", "tiny-llama-gpt2-Q4_0.gguf"};
     static const uint32_t threads[] = {1, 2, 3};
     static const uint32_t whole[] = {66, 0};
     int bad = 0;
@@ -801,8 +799,8 @@ static void test_model_thread_count_keeps_logits(void **state) {
             tok[0] = 1;
             for (int i = 1; i < 66; i++)
                 tok[i] = (int32_t)(100 + (i * 7919) % 30000) % (int32_t)nv;
-            struct pl_ctx_opts co = {.n_ctx = 128, .n_seq = 6, .n_batch = 128,
-                                     .kv_type = PL_KV_F16};
+            struct pl_ctx_opts co = {
+                .n_ctx = 128, .n_seq = 6, .n_batch = 128, .kv_type = PL_KV_F16};
             struct pl_ctx *c = NULL;
             assert_int_equal(pl_ctx_new(m, &co, &c), 0);
             feed_split(c, tok, 66, whole, got);
@@ -830,8 +828,7 @@ static void test_model_thread_count_keeps_logits(void **state) {
             }
             for (uint32_t k = 0; k < 7; k++)
                 if (memcmp(got + (size_t)k * nv, ref + (size_t)k * nv, nv * sizeof(float))) {
-                    print_message("%s: %u threads change logits row %u\n", names[f],
-                                  threads[t], k);
+                    print_message("%s: %u threads change logits row %u\n", names[f], threads[t], k);
                     bad++;
                 }
             free(got);

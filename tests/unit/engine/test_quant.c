@@ -79,8 +79,7 @@ static void wr16(uint8_t *p, uint16_t v) {
 }
 
 static uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static float rdf32(const uint8_t *p) {
@@ -220,7 +219,7 @@ static struct elem decode(uint32_t t, const uint8_t *b, int i) {
         e.scaled = half_ref(rd16(b + 108)) * (sc - 32) * q;
         break;
     }
-    case PL_GGML_TYPE_Q4_K: /* d@0 dmin@2 scales@4 qs@16 */
+    case PL_GGML_TYPE_Q4_K:   /* d@0 dmin@2 scales@4 qs@16 */
     case PL_GGML_TYPE_Q5_K: { /* d@0 dmin@2 scales@4 qh@16 qs@48 */
         int qs_off = t == PL_GGML_TYPE_Q4_K ? 16 : 48;
         uint8_t byte = b[qs_off + (i / 64) * 32 + i % 32];
@@ -253,7 +252,8 @@ static void decode_row(uint32_t t, const uint8_t *row, int64_t n, double *out, d
     const struct layout *L = layout_of(t);
     assert_non_null(L);
     for (int64_t i = 0; i < n; i++) {
-        struct elem e = decode(t, row + (i / L->blck_elems) * L->blck_bytes, (int)(i % L->blck_elems));
+        struct elem e =
+            decode(t, row + (i / L->blck_elems) * L->blck_bytes, (int)(i % L->blck_elems));
         out[i] = e.scaled + e.offset;
         if (mag)
             mag[i] = fabs(e.scaled) + fabs(e.offset);
@@ -435,15 +435,15 @@ static void test_f32_to_fp16_rounds_to_nearest_even(void **state) {
     assert_int_equal(pl_f32_to_fp16(65520.0f), 0x7C00); /* tie, rounds to even = Inf */
     assert_int_equal(pl_f32_to_fp16(1e10f), 0x7C00);
     assert_int_equal(pl_f32_to_fp16(-INFINITY), 0xFC00);
-    assert_int_equal(pl_f32_to_fp16(0x1p-14f), 0x0400);  /* smallest normal */
-    assert_int_equal(pl_f32_to_fp16(0x1p-24f), 0x0001);  /* smallest subnormal */
-    assert_int_equal(pl_f32_to_fp16(0x1p-25f), 0x0000);  /* tie to even: 0 */
+    assert_int_equal(pl_f32_to_fp16(0x1p-14f), 0x0400); /* smallest normal */
+    assert_int_equal(pl_f32_to_fp16(0x1p-24f), 0x0001); /* smallest subnormal */
+    assert_int_equal(pl_f32_to_fp16(0x1p-25f), 0x0000); /* tie to even: 0 */
     assert_int_equal(pl_f32_to_fp16(0x1.000002p-25f), 0x0001);
     assert_int_equal(pl_f32_to_fp16(0x1.8p-24f), 0x0002); /* 1.5 units: tie to even 2 */
     assert_int_equal(pl_f32_to_fp16(-0x1p-30f), 0x8000);
-    assert_int_equal(pl_f32_to_fp16(0x1p-149f), 0x0000); /* float subnormal */
-    assert_int_equal(pl_f32_to_fp16(1.0f + 0x1p-11f), 0x3C00);      /* tie: even */
-    assert_int_equal(pl_f32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3C02);  /* tie: even */
+    assert_int_equal(pl_f32_to_fp16(0x1p-149f), 0x0000);           /* float subnormal */
+    assert_int_equal(pl_f32_to_fp16(1.0f + 0x1p-11f), 0x3C00);     /* tie: even */
+    assert_int_equal(pl_f32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3C02); /* tie: even */
     assert_int_equal(pl_f32_to_fp16(0x1.ffcp-15f), 0x0400); /* subnormal rounding up to normal */
     uint16_t hn = pl_f32_to_fp16(NAN);
     assert_true((hn & 0x7C00) == 0x7C00 && (hn & 0x3FF) != 0);
@@ -552,11 +552,11 @@ static void test_q4_1_block(void **state) {
 static void test_q5_0_block(void **state) {
     (void)state;
     uint8_t b[22] = {0};
-    wr16(b, 0x3C00); /* d = 1 */
-    b[2] = 0x01;     /* qh bit 0 */
-    b[4] = 0x01;     /* qh bit 16 */
-    b[5] = 0x80;     /* qh bit 31 */
-    b[6 + 0] = 0x3A; /* x0 = (10|16)-16 = 10, x16 = (3|16)-16 = 3 */
+    wr16(b, 0x3C00);  /* d = 1 */
+    b[2] = 0x01;      /* qh bit 0 */
+    b[4] = 0x01;      /* qh bit 16 */
+    b[5] = 0x80;      /* qh bit 31 */
+    b[6 + 0] = 0x3A;  /* x0 = (10|16)-16 = 10, x16 = (3|16)-16 = 3 */
     b[6 + 15] = 0x70; /* x15 = 0-16, x31 = (7|16)-16 = 7 */
     const struct expect ex[] = {{0, 10}, {16, 3}, {15, -16}, {31, 7}};
     check_block(PL_GGML_TYPE_Q5_0, b, ex, 4, -16.f);
@@ -590,14 +590,14 @@ static void test_q2_K_block(void **state) {
     (void)state;
     uint8_t b[84] = {0};
     /* scales: low nibble scale, high nibble min */
-    b[0] = 0x21;  /* sub 0: scale 1, min 2 */
-    b[2] = 0x02;  /* sub 2: scale 2 */
-    b[4] = 0x13;  /* sub 4: scale 3, min 1 */
-    b[5] = 0x50;  /* sub 5: min 5 */
-    b[6] = 0x1F;  /* sub 6: scale 15, min 1 */
-    b[9] = 0x42;  /* sub 9: scale 2, min 4 */
-    b[16 + 0] = 0xE4;  /* qs[0]: x0 = 0, x32 = 1, x64 = 2, x96 = 3 */
-    b[16 + 48] = 0x03; /* qs[48]: x144 = 3 (second half, l = 16) */
+    b[0] = 0x21;          /* sub 0: scale 1, min 2 */
+    b[2] = 0x02;          /* sub 2: scale 2 */
+    b[4] = 0x13;          /* sub 4: scale 3, min 1 */
+    b[5] = 0x50;          /* sub 5: min 5 */
+    b[6] = 0x1F;          /* sub 6: scale 15, min 1 */
+    b[9] = 0x42;          /* sub 9: scale 2, min 4 */
+    b[16 + 0] = 0xE4;     /* qs[0]: x0 = 0, x32 = 1, x64 = 2, x96 = 3 */
+    b[16 + 48] = 0x03;    /* qs[48]: x144 = 3 (second half, l = 16) */
     wr16(b + 80, 0x3C00); /* d = 1 */
     wr16(b + 82, 0x3800); /* dmin = 0.5 */
     /* every element with q = 0 is -dmin * min of its sub-block */
@@ -607,10 +607,10 @@ static void test_q2_K_block(void **state) {
         int mn = sub == 0 ? 2 : sub == 4 ? 1 : sub == 5 ? 5 : sub == 6 ? 1 : sub == 9 ? 4 : 0;
         ex[i] = (struct expect){i, -0.5f * (float)mn};
     }
-    ex[32].v = 2.f;     /* sub 2: 2 * 1 */
-    ex[64].v = 5.5f;    /* sub 4: 3 * 2 - 0.5 * 1 */
-    ex[96].v = 44.5f;   /* sub 6: 15 * 3 - 0.5 * 1 */
-    ex[144].v = 4.f;    /* sub 9: 2 * 3 - 0.5 * 4 */
+    ex[32].v = 2.f;   /* sub 2: 2 * 1 */
+    ex[64].v = 5.5f;  /* sub 4: 3 * 2 - 0.5 * 1 */
+    ex[96].v = 44.5f; /* sub 6: 15 * 3 - 0.5 * 1 */
+    ex[144].v = 4.f;  /* sub 9: 2 * 3 - 0.5 * 4 */
     assert_true(ex[0].v == -1.f && ex[80].v == -2.5f);
     check_block(PL_GGML_TYPE_Q2_K, b, ex, 256, 0.f);
 }
@@ -641,10 +641,10 @@ static void test_q3_K_block(void **state) {
         int s = sub == 0 ? 1 : sub == 9 ? -2 : sub == 15 ? 31 : -32;
         ex[i] = (struct expect){i, (float)(s * -4)};
     }
-    ex[0].v = 3.f;     /* 1 * 3 */
-    ex[150].v = -4.f;  /* -2 * 2 */
-    ex[151].v = 6.f;   /* -2 * -3 */
-    ex[255].v = 93.f;  /* 31 * 3 */
+    ex[0].v = 3.f;                  /* 1 * 3 */
+    ex[150].v = -4.f;               /* -2 * 2 */
+    ex[151].v = 6.f;                /* -2 * -3 */
+    ex[255].v = 93.f;               /* 31 * 3 */
     assert_true(ex[63].v == 128.f); /* sub 3: -32 * -4 */
     check_block(PL_GGML_TYPE_Q3_K, b, ex, 256, 0.f);
 }
@@ -669,7 +669,7 @@ static void test_q4_K_block(void **state) {
     struct expect ex[256];
     for (int i = 0; i < 256; i++)
         ex[i] = (struct expect){i, i < 32 ? -1.5f : (i >= 160 && i < 192) ? -25.f : 0.f};
-    ex[0].v = 148.5f; /* 10*15 - 0.5*3 */
+    ex[0].v = 148.5f;  /* 10*15 - 0.5*3 */
     ex[170].v = 380.f; /* 45*9 - 0.5*50 */
     check_block(PL_GGML_TYPE_Q4_K, b, ex, 256, 0.f);
 }
@@ -686,7 +686,7 @@ static void test_q5_K_block(void **state) {
     struct expect ex[256];
     for (int i = 0; i < 256; i++)
         ex[i] = (struct expect){i, i < 32 ? -1.5f : (i >= 160 && i < 192) ? -25.f : 0.f};
-    ex[0].v = 308.5f;  /* 10*31 - 1.5 */
+    ex[0].v = 308.5f;   /* 10*31 - 1.5 */
     ex[170].v = 1100.f; /* 45*25 - 25 */
     ex[171].v = 695.f;  /* 45*16 - 25 */
     check_block(PL_GGML_TYPE_Q5_K, b, ex, 256, 0.f);
@@ -699,12 +699,12 @@ static void test_q6_K_block(void **state) {
     b[192 + 1] = 0xFD; /* -3 */
     b[192 + 4] = 1;
     b[192 + 12] = 127;
-    b[192 + 15] = 0x80; /* -128 */
+    b[192 + 15] = 0x80;    /* -128 */
     wr16(b + 208, 0x3800); /* d = 0.5 */
-    b[0] = 0x5A;        /* x0 low 4 = 10, x64 low 4 = 5 */
-    b[128 + 0] = 0x06;  /* qh[0]: x0 high 2 = 2, x32 high 2 = 1 */
-    b[72] = 0xF0;       /* x200 (h1 s2 l8): low 4 = 15 */
-    b[128 + 40] = 0x30; /* x200 high 2 = 3 */
+    b[0] = 0x5A;           /* x0 low 4 = 10, x64 low 4 = 5 */
+    b[128 + 0] = 0x06;     /* qh[0]: x0 high 2 = 2, x32 high 2 = 1 */
+    b[72] = 0xF0;          /* x200 (h1 s2 l8): low 4 = 15 */
+    b[128 + 40] = 0x30;    /* x200 high 2 = 3 */
     struct expect ex[256];
     for (int i = 0; i < 256; i++) { /* q = -32 everywhere else */
         int sc = (int8_t)b[192 + i / 16];
@@ -729,7 +729,7 @@ static void test_q8_K_block(void **state) {
 
 static void test_float_rows(void **state) {
     (void)state;
-    uint8_t h[4] = {0x00, 0x3C, 0x01, 0x80}; /* 1.0, -2^-24 */
+    uint8_t h[4] = {0x00, 0x3C, 0x01, 0x80};  /* 1.0, -2^-24 */
     uint8_t bf[4] = {0x80, 0x3F, 0x40, 0xC0}; /* 1.0, -3.0 */
     float out[2];
     pl_quant_kernels_ref(PL_GGML_TYPE_F16)->to_f32(h, out, 2);
@@ -741,10 +741,9 @@ static void test_float_rows(void **state) {
 /* ---- Random blocks: to_f32 against the independent decoder ---- */
 
 static const uint32_t WEIGHT_TYPES[] = {
-    PL_GGML_TYPE_F32,  PL_GGML_TYPE_F16,  PL_GGML_TYPE_BF16, PL_GGML_TYPE_Q4_0,
-    PL_GGML_TYPE_Q4_1, PL_GGML_TYPE_Q5_0, PL_GGML_TYPE_Q5_1, PL_GGML_TYPE_Q8_0,
-    PL_GGML_TYPE_Q2_K, PL_GGML_TYPE_Q3_K, PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q5_K,
-    PL_GGML_TYPE_Q6_K,
+    PL_GGML_TYPE_F32,  PL_GGML_TYPE_F16,  PL_GGML_TYPE_BF16, PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q4_1,
+    PL_GGML_TYPE_Q5_0, PL_GGML_TYPE_Q5_1, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q2_K, PL_GGML_TYPE_Q3_K,
+    PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q5_K, PL_GGML_TYPE_Q6_K,
 };
 #define N_WEIGHT_TYPES (sizeof(WEIGHT_TYPES) / sizeof(WEIGHT_TYPES[0]))
 #define TEST_N 4096 /* elements per test row: 16 super-blocks */
@@ -844,8 +843,7 @@ static void check_vec_dot(const struct pl_quant_kernels *k, uint32_t t) {
         random_activations(k->vec_dot_type, x, n);
         double want = dot_ref(t, w, k->vec_dot_type, x, n, &mag);
         double got = k->vec_dot(n, w, x);
-        assert_close(got, want, VEC_DOT_REL_TOL * mag + VEC_DOT_ABS_TOL, pl_type_info(t)->name,
-                     n);
+        assert_close(got, want, VEC_DOT_REL_TOL * mag + VEC_DOT_ABS_TOL, pl_type_info(t)->name, n);
     }
 }
 
@@ -964,7 +962,7 @@ static void test_quantize_error_bounds_per_block(void **state) {
         int elems;
         double levels; /* max error <= factor * (block range / levels) */
         double factor;
-        int affine;    /* range = max - min, else max |x| */
+        int affine; /* range = max - min, else max |x| */
     } cases[] = {
         {PL_GGML_TYPE_Q8_0, 32, 127, Q8_0_ACT_ERR, 0},
         {PL_GGML_TYPE_Q8_1, 32, 127, Q8_0_ACT_ERR, 0},
@@ -1054,10 +1052,11 @@ static void test_quantized_activations_dot_close_to_float_dot(void **state) {
                     sx += x[i];
                 }
                 double e = vdt == PL_GGML_TYPE_Q8_K ? Q8_K_ACT_ERR * amax / 127
-                         : vdt == PL_GGML_TYPE_Q8_0 || vdt == PL_GGML_TYPE_Q8_1
-                             ? Q8_0_ACT_ERR * amax / 127
-                             : vdt == PL_GGML_TYPE_F16 ? 0x1p-11 * amax
-                             : vdt == PL_GGML_TYPE_BF16 ? 0x1p-8 * amax : 0;
+                           : vdt == PL_GGML_TYPE_Q8_0 || vdt == PL_GGML_TYPE_Q8_1
+                               ? Q8_0_ACT_ERR * amax / 127
+                           : vdt == PL_GGML_TYPE_F16  ? 0x1p-11 * amax
+                           : vdt == PL_GGML_TYPE_BF16 ? 0x1p-8 * amax
+                                                      : 0;
                 for (int i = b0; i < b0 + LX->blck_elems; i++) {
                     want += dw[i] * x[i];
                     bound += fabs(dw[i]) * e + VEC_DOT_REL_TOL * mw[i] * fabs(x[i]);
@@ -1111,7 +1110,7 @@ static void test_real_tensors_dequantize(void **state) {
     const char *dir = getenv("PICOLM_TEST_DATA");
     char path[4096];
     static const char *files[] = {
-        "tiny-llama-spm-Q4_K_M.gguf", "tiny-llama-spm-Q5_K_M.gguf", "tiny-llama-spm-Q3_K_M.gguf",
+        "tiny-llama-spm-Q4_K_M.gguf", "tiny-llama-spm-Q5_K_M.gguf",    "tiny-llama-spm-Q3_K_M.gguf",
         "tiny-llama-spm-Q2_K.gguf",   "tiny-llama-spm-tied-Q8_0.gguf", "tiny-llama-gpt2-Q4_0.gguf",
         "stories260K-F16.gguf",
     };
@@ -1141,8 +1140,8 @@ static void test_real_tensors_dequantize(void **state) {
         amax = fmax(amax, fabs(v[i]));
     }
     double mean = s / n, sd = sqrt(s2 / n - mean * mean);
-    fprintf(stderr, "blk.0.attn_q.weight: n=%lld mean=%.3g sd=%.3g max|x|=%.3g\n",
-            (long long)n, mean, sd, amax);
+    fprintf(stderr, "blk.0.attn_q.weight: n=%lld mean=%.3g sd=%.3g max|x|=%.3g\n", (long long)n,
+            mean, sd, amax);
     assert_true(sd > 1e-4 && sd < 10.0);
     assert_true(fabs(mean) < 0.05 * sd);
     assert_true(amax < 12 * sd);
@@ -1184,7 +1183,8 @@ static void requantize_matches_file(const char *path, uint32_t type) {
         for (size_t i = 0; i < len; i++)
             diff += q[i] != ((const uint8_t *)t->data)[i];
         if (diff)
-            fail_msg("%s %s: %zu of %zu bytes differ after re-quantizing", path, t->name, diff, len);
+            fail_msg("%s %s: %zu of %zu bytes differ after re-quantizing", path, t->name, diff,
+                     len);
         free(v);
         free(q);
         n_tensors++;

@@ -86,17 +86,16 @@ static const struct type_info types[] = {
     {PL_GGML_TYPE_F32, "F32", 1, 4, NONE, NONE, 0, 0},
     {PL_GGML_TYPE_F16, "F16", 1, 2, NONE, NONE, 0, 0},
     {PL_GGML_TYPE_BF16, "BF16", 1, 2, NONE, NONE, 0, 0},
-    {PL_GGML_TYPE_Q4_0, "Q4_0", 32, sizeof(struct pl_block_q4_0),
-     offsetof(struct pl_block_q4_0, d), NONE, 0, 0},
-    {PL_GGML_TYPE_Q4_1, "Q4_1", 32, sizeof(struct pl_block_q4_1),
-     offsetof(struct pl_block_q4_1, d), offsetof(struct pl_block_q4_1, m), 0, 0},
-    {PL_GGML_TYPE_Q5_0, "Q5_0", 32, sizeof(struct pl_block_q5_0),
-     offsetof(struct pl_block_q5_0, d), NONE, offsetof(struct pl_block_q5_0, qh), 4},
-    {PL_GGML_TYPE_Q5_1, "Q5_1", 32, sizeof(struct pl_block_q5_1),
-     offsetof(struct pl_block_q5_1, d), offsetof(struct pl_block_q5_1, m),
-     offsetof(struct pl_block_q5_1, qh), 4},
-    {PL_GGML_TYPE_Q8_0, "Q8_0", 32, sizeof(struct pl_block_q8_0),
-     offsetof(struct pl_block_q8_0, d), NONE, 0, 0},
+    {PL_GGML_TYPE_Q4_0, "Q4_0", 32, sizeof(struct pl_block_q4_0), offsetof(struct pl_block_q4_0, d),
+     NONE, 0, 0},
+    {PL_GGML_TYPE_Q4_1, "Q4_1", 32, sizeof(struct pl_block_q4_1), offsetof(struct pl_block_q4_1, d),
+     offsetof(struct pl_block_q4_1, m), 0, 0},
+    {PL_GGML_TYPE_Q5_0, "Q5_0", 32, sizeof(struct pl_block_q5_0), offsetof(struct pl_block_q5_0, d),
+     NONE, offsetof(struct pl_block_q5_0, qh), 4},
+    {PL_GGML_TYPE_Q5_1, "Q5_1", 32, sizeof(struct pl_block_q5_1), offsetof(struct pl_block_q5_1, d),
+     offsetof(struct pl_block_q5_1, m), offsetof(struct pl_block_q5_1, qh), 4},
+    {PL_GGML_TYPE_Q8_0, "Q8_0", 32, sizeof(struct pl_block_q8_0), offsetof(struct pl_block_q8_0, d),
+     NONE, 0, 0},
     {PL_GGML_TYPE_Q2_K, "Q2_K", 256, sizeof(struct pl_block_q2_K),
      offsetof(struct pl_block_q2_K, d), offsetof(struct pl_block_q2_K, dmin), 0, 0},
     {PL_GGML_TYPE_Q3_K, "Q3_K", 256, sizeof(struct pl_block_q3_K),
@@ -129,8 +128,8 @@ enum mode {
 static const char *const mode_names[] = {"random", "extreme", "zero", "max-quants", "high-bits"};
 
 static uint16_t rnd_fp16_scale(enum mode m) {
-    static const float extremes[] = {65504.f, -65504.f, 0x1p-24f, -0x1p-24f, 0x1p-14f, 0.f,
-                                     -0.f,    1024.f,   -3.5e-3f};
+    static const float extremes[] = {65504.f, -65504.f, 0x1p-24f, -0x1p-24f, 0x1p-14f,
+                                     0.f,     -0.f,     1024.f,   -3.5e-3f};
     if (m == MODE_EXTREME)
         return pl_f32_to_fp16(extremes[rnd_below(sizeof(extremes) / sizeof(extremes[0]))]);
     /* |d| in [2^-12, 2^2), either sign */
@@ -207,8 +206,8 @@ static void gen_acts(uint32_t vt, enum mode m, uint8_t *x, int64_t n) {
         return;
     case PL_GGML_TYPE_Q8_0:
     case PL_GGML_TYPE_Q8_1: {
-        size_t bs = vt == PL_GGML_TYPE_Q8_0 ? sizeof(struct pl_block_q8_0)
-                                            : sizeof(struct pl_block_q8_1);
+        size_t bs =
+            vt == PL_GGML_TYPE_Q8_0 ? sizeof(struct pl_block_q8_0) : sizeof(struct pl_block_q8_1);
         for (int64_t i = 0; i < n / 32; i++) {
             uint8_t *b = x + (size_t)i * bs;
             int8_t *qs = (int8_t *)(b + bs - 32);
@@ -256,8 +255,8 @@ static void gen_acts(uint32_t vt, enum mode m, uint8_t *x, int64_t n) {
 
 /* ---- Magnitude for the tolerance: sum_i (|scale part| + |min part|) * |x_i| ---- */
 
-static double magnitude(const struct type_info *ti, const uint8_t *w, const uint8_t *x,
-                        int64_t n, uint8_t *scratch) {
+static double magnitude(const struct type_info *ti, const uint8_t *w, const uint8_t *x, int64_t n,
+                        uint8_t *scratch) {
     const struct pl_quant_kernels *kw = pl_quant_kernels_ref(ti->type);
     const struct pl_quant_kernels *kx = pl_quant_kernels_ref(kw->vec_dot_type);
     float *fx = malloc((size_t)n * sizeof(float)), *fa = malloc((size_t)n * sizeof(float));

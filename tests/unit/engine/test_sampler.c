@@ -480,20 +480,20 @@ static void test_params_check_rejects_bad_values(void **state) {
     assert_int_equal(pl_sampler_params_check(&ok), 0);
     assert_int_equal(pl_sampler_params_check(NULL), -EINVAL);
 
-#define REJECT(field, value)                                                                    \
-    do {                                                                                        \
-        p = ok;                                                                                 \
-        p.field = (value);                                                                      \
-        assert_int_equal(pl_sampler_params_check(&p), -EINVAL);                                 \
-        struct pl_sampler *s_ = NULL;                                                           \
-        assert_int_equal(pl_sampler_new(&p, 10, &s_), -EINVAL);                                 \
-        assert_null(s_);                                                                        \
+#define REJECT(field, value)                                                                       \
+    do {                                                                                           \
+        p = ok;                                                                                    \
+        p.field = (value);                                                                         \
+        assert_int_equal(pl_sampler_params_check(&p), -EINVAL);                                    \
+        struct pl_sampler *s_ = NULL;                                                              \
+        assert_int_equal(pl_sampler_new(&p, 10, &s_), -EINVAL);                                    \
+        assert_null(s_);                                                                           \
     } while (0)
-#define ACCEPT(field, value)                                                                    \
-    do {                                                                                        \
-        p = ok;                                                                                 \
-        p.field = (value);                                                                      \
-        assert_int_equal(pl_sampler_params_check(&p), 0);                                       \
+#define ACCEPT(field, value)                                                                       \
+    do {                                                                                           \
+        p = ok;                                                                                    \
+        p.field = (value);                                                                         \
+        assert_int_equal(pl_sampler_params_check(&p), 0);                                          \
     } while (0)
 
     REJECT(temp, NAN);

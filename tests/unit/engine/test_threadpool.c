@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the forward pass's worker pool (engine/src/threadpool.c): every thread runs once
  * per run, barriers order plain writes between phases, no run is lost whether workers spin
- * (pausing or yielding) or sleep, bad arguments are refused. Run under TSan by the `threads` label. */
+ * (pausing or yielding) or sleep, bad arguments are refused. Run under TSan by the `threads` label.
+ */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>

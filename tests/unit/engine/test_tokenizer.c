@@ -454,9 +454,10 @@ static double now_s(void) {
 /* Deterministic mixed text: words, digits, punctuation, accents, CJK, emoji, newlines. */
 static char *make_text(size_t len) {
     static const char *const parts[] = {
-        "the ", "quick ", "Brown ", "fox's ", "jumped ", "1234567 ", "3.14, ", "naïve ",
-        "café ", "你好 ", "🙂 ", "  ", "\n", "\t", "don't ", "(x+y)*2 ", "€1,299.99 ",
-        "Zürich ", "——", "I'LL ", "a", "hello\r\n", "   \n\n", "ÿ", "\xc2\xa0",
+        "the ",      "quick ",   "Brown ",     "fox's ",   "jumped ", "1234567 ", "3.14, ",
+        "naïve ",    "café ",    "你好 ",      "🙂 ",    "  ",      "\n",       "\t",
+        "don't ",    "(x+y)*2 ", "€1,299.99 ", "Zürich ",  "——",      "I'LL ",    "a",
+        "hello\r\n", "   \n\n",  "ÿ",          "\xc2\xa0",
     };
     char *s = malloc(len + 16);
     size_t n = 0;
@@ -773,11 +774,11 @@ static void test_pretokenizer_splits(void **state) {
                 (const char *const[]){"Hello", " world", "'s", " ", " 12345", " I", "'", "LL",
                                       "\n\n ", " ok", "!!", NULL});
     check_split(PL_PRETOK_LLAMA3, t1,
-                (const char *const[]){"Hello", " world", "'s", " ", " ", "123", "45", " I",
-                                      "'LL", "\n\n", " ", " ok", "!!", NULL});
+                (const char *const[]){"Hello", " world", "'s", " ", " ", "123", "45", " I", "'LL",
+                                      "\n\n", " ", " ok", "!!", NULL});
     check_split(PL_PRETOK_QWEN2, t1,
-                (const char *const[]){"Hello", " world", "'s", " ", " ", "1", "2", "3", "4",
-                                      "5", " I", "'LL", "\n\n", " ", " ok", "!!", NULL});
+                (const char *const[]){"Hello", " world", "'s", " ", " ", "1", "2", "3", "4", "5",
+                                      " I", "'LL", "\n\n", " ", " ok", "!!", NULL});
     check_split(PL_PRETOK_STARCODER, "ab 12 c",
                 (const char *const[]){"ab", " ", "1", "2", " c", NULL});
     check_split(PL_PRETOK_FALCON, "x=1234+y",
@@ -796,8 +797,9 @@ static void test_random_bytes_never_break_encoding(void **state) {
     (void)state;
     static const char *const vocabs[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf",
                                          "ggml-vocab-deepseek-llm.gguf"};
-    static const char *const bits[] = {"<s>", "</s>", "<unk>", "<|endoftext|>", " ", "\n",
-                                       "\xe2\x96\x81", "'s", "\xc3", "\xf0\x9f", "1234"};
+    static const char *const bits[] = {"<s>",  "</s>",     "<unk>",        "<|endoftext|>",
+                                       " ",    "\n",       "\xe2\x96\x81", "'s",
+                                       "\xc3", "\xf0\x9f", "1234"};
     uint64_t x = 42;
     bool any = false;
     for (size_t v = 0; v < sizeof(vocabs) / sizeof(vocabs[0]); v++) {

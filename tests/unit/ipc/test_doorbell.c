@@ -257,7 +257,8 @@ static void test_doorbell_one_wake_per_sleep(void **state) {
      * counted as delivered and the next publish wakes again */
     struct pl_ipc_futex f;
     assert_int_equal(pl_ipc_ring_sleep_prepare_futex(&bsq, 0, &f), 0);
-    assert_ptr_equal(f.word, &((struct pl_ipc_ring_ctrl *)(void *)(reg.base + reg.sq.ctrl_offset))->prod);
+    assert_ptr_equal(f.word,
+                     &((struct pl_ipc_ring_ctrl *)(void *)(reg.base + reg.sq.ctrl_offset))->prod);
     assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);
     assert_int_equal(pl_ipc_ring_publish(&csq), PL_IPC_WAKE_FUTEX);
     assert_int_equal(pl_ipc_ring_push(&csq, 1, "abcdefgh", 8), 0);

@@ -159,12 +159,12 @@ static void test_handshake_rejects_malformed_hello(void **state) {
     magic.magic ^= 0xff;
     flags.flags = 1;
     reserved.reserved[2] = 5;
-    msgs[0].buf = &base, msgs[0].len = sizeof(base) - 1;         /* short */
-    msgs[1].buf = big, msgs[1].len = sizeof(big);                 /* truncated */
+    msgs[0].buf = &base, msgs[0].len = sizeof(base) - 1; /* short */
+    msgs[1].buf = big, msgs[1].len = sizeof(big);        /* truncated */
     msgs[2].buf = &magic, msgs[2].len = sizeof(magic);
     msgs[3].buf = &flags, msgs[3].len = sizeof(flags);
     msgs[4].buf = &reserved, msgs[4].len = sizeof(reserved);
-    msgs[5].buf = big, msgs[5].len = sizeof(base) + 8;            /* longer, same minor */
+    msgs[5].buf = big, msgs[5].len = sizeof(base) + 8; /* longer, same minor */
     for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
         int sv[2];
         pair(sv);

@@ -101,25 +101,65 @@ static int attach_after(void (*edit)(struct pl_ipc_region_hdr *h)) {
     return rc;
 }
 
-static void e_major(struct pl_ipc_region_hdr *h) { atomic_store(&h->abi_major, 2); }
-static void e_zero_major(struct pl_ipc_region_hdr *h) { atomic_store(&h->abi_major, 0); }
-static void e_magic(struct pl_ipc_region_hdr *h) { h->magic ^= 1; }
-static void e_minor_up(struct pl_ipc_region_hdr *h) { h->abi_minor = 7; h->reserved[3] = 9; h->features = 0x80; }
-static void e_reserved(struct pl_ipc_region_hdr *h) { h->reserved[17] = 1; }
-static void e_desc_reserved(struct pl_ipc_region_hdr *h) { h->cq.reserved = 1; }
-static void e_hdr_bytes_small(struct pl_ipc_region_hdr *h) { h->header_bytes = 8; }
-static void e_hdr_bytes_big(struct pl_ipc_region_hdr *h) { h->header_bytes = 1u << 30; }
-static void e_region_bytes(struct pl_ipc_region_hdr *h) { h->region_bytes += 4096; }
-static void e_data_oob(struct pl_ipc_region_hdr *h) { h->cq.data_offset = h->region_bytes - 2048; }
-static void e_data_wrap(struct pl_ipc_region_hdr *h) { h->sq.data_offset = UINT64_MAX - 1023 - 63; }
-static void e_data_pow2(struct pl_ipc_region_hdr *h) { h->sq.data_bytes = 3072; }
-static void e_data_tiny(struct pl_ipc_region_hdr *h) { h->sq.data_bytes = 128; }
-static void e_overlap(struct pl_ipc_region_hdr *h) { h->cq.data_offset = h->sq.data_offset + 1024; }
-static void e_ctrl_in_hdr(struct pl_ipc_region_hdr *h) { h->sq.ctrl_offset = 64; }
-static void e_ctrl_unaligned(struct pl_ipc_region_hdr *h) { h->sq.ctrl_offset += 8; }
-static void e_ctrl_on_data(struct pl_ipc_region_hdr *h) { h->cq.ctrl_offset = h->sq.data_offset; }
-static void e_max_rec(struct pl_ipc_region_hdr *h) { h->sq.max_record_bytes = 4096; }
-static void e_max_rec_odd(struct pl_ipc_region_hdr *h) { h->cq.max_record_bytes = 1001; }
+static void e_major(struct pl_ipc_region_hdr *h) {
+    atomic_store(&h->abi_major, 2);
+}
+static void e_zero_major(struct pl_ipc_region_hdr *h) {
+    atomic_store(&h->abi_major, 0);
+}
+static void e_magic(struct pl_ipc_region_hdr *h) {
+    h->magic ^= 1;
+}
+static void e_minor_up(struct pl_ipc_region_hdr *h) {
+    h->abi_minor = 7;
+    h->reserved[3] = 9;
+    h->features = 0x80;
+}
+static void e_reserved(struct pl_ipc_region_hdr *h) {
+    h->reserved[17] = 1;
+}
+static void e_desc_reserved(struct pl_ipc_region_hdr *h) {
+    h->cq.reserved = 1;
+}
+static void e_hdr_bytes_small(struct pl_ipc_region_hdr *h) {
+    h->header_bytes = 8;
+}
+static void e_hdr_bytes_big(struct pl_ipc_region_hdr *h) {
+    h->header_bytes = 1u << 30;
+}
+static void e_region_bytes(struct pl_ipc_region_hdr *h) {
+    h->region_bytes += 4096;
+}
+static void e_data_oob(struct pl_ipc_region_hdr *h) {
+    h->cq.data_offset = h->region_bytes - 2048;
+}
+static void e_data_wrap(struct pl_ipc_region_hdr *h) {
+    h->sq.data_offset = UINT64_MAX - 1023 - 63;
+}
+static void e_data_pow2(struct pl_ipc_region_hdr *h) {
+    h->sq.data_bytes = 3072;
+}
+static void e_data_tiny(struct pl_ipc_region_hdr *h) {
+    h->sq.data_bytes = 128;
+}
+static void e_overlap(struct pl_ipc_region_hdr *h) {
+    h->cq.data_offset = h->sq.data_offset + 1024;
+}
+static void e_ctrl_in_hdr(struct pl_ipc_region_hdr *h) {
+    h->sq.ctrl_offset = 64;
+}
+static void e_ctrl_unaligned(struct pl_ipc_region_hdr *h) {
+    h->sq.ctrl_offset += 8;
+}
+static void e_ctrl_on_data(struct pl_ipc_region_hdr *h) {
+    h->cq.ctrl_offset = h->sq.data_offset;
+}
+static void e_max_rec(struct pl_ipc_region_hdr *h) {
+    h->sq.max_record_bytes = 4096;
+}
+static void e_max_rec_odd(struct pl_ipc_region_hdr *h) {
+    h->cq.max_record_bytes = 1001;
+}
 
 static void test_region_attach_validates_header(void **state) {
     (void)state;

@@ -43,10 +43,10 @@ static void tring_init(struct tring *t, uint32_t size, uint32_t max_rec, uint32_
     t->size = size;
     atomic_store(&t->ctrl->prod, start);
     atomic_store(&t->ctrl->cons, start);
-    assert_int_equal(pl_ipc_ring_init(&t->prod, t->ctrl, t->data, size, max_rec,
-                                      PL_IPC_RING_PRODUCER), 0);
-    assert_int_equal(pl_ipc_ring_init(&t->cons, t->ctrl, t->data, size, max_rec,
-                                      PL_IPC_RING_CONSUMER), 0);
+    assert_int_equal(
+        pl_ipc_ring_init(&t->prod, t->ctrl, t->data, size, max_rec, PL_IPC_RING_PRODUCER), 0);
+    assert_int_equal(
+        pl_ipc_ring_init(&t->cons, t->ctrl, t->data, size, max_rec, PL_IPC_RING_CONSUMER), 0);
 }
 
 static void tring_done(struct tring *t) {
@@ -251,7 +251,7 @@ static void test_ring_commit_rules(void **state) {
     assert_int_equal(pl_ipc_ring_commit(&t.prod, PL_IPC_REC_PAD, 8), -EINVAL);
     assert_int_equal(pl_ipc_ring_commit(&t.prod, PL_IPC_REC_TYPE_RESERVED, 8), -EINVAL);
     memset(dst, 7, 8);
-    assert_int_equal(pl_ipc_ring_commit(&t.prod, 9, 8), 0); /* shorter than reserved */
+    assert_int_equal(pl_ipc_ring_commit(&t.prod, 9, 8), 0);       /* shorter than reserved */
     assert_int_equal(pl_ipc_ring_commit(&t.prod, 9, 8), -EINVAL); /* already committed */
     assert_int_equal(pl_ipc_ring_publish(&t.prod), 0);
     assert_int_equal(atomic_load(&t.ctrl->prod), 16);
@@ -313,7 +313,7 @@ static void test_ring_publish_reports_sleeping_peer(void **state) {
     (void)state;
     struct tring t;
     tring_init(&t, 256, 128, 0);
-    assert_int_equal(pl_ipc_ring_publish(&t.prod), 0); /* nothing new: never a wake-up */
+    assert_int_equal(pl_ipc_ring_publish(&t.prod), 0);          /* nothing new: never a wake-up */
     assert_int_equal(pl_ipc_ring_sleep_prepare(&t.cons, 0), 0); /* empty: may sleep */
     assert_int_equal(atomic_load(&t.ctrl->cons_flags), PL_IPC_RING_NEED_WAKEUP);
     push_pattern(&t.prod, 1, 8, 0);
@@ -414,12 +414,12 @@ static void test_ring_consumer_rejects_bad_records(void **state) {
     struct {
         uint32_t pos, len, type, prod;
     } cases[] = {
-        {0, 121, 1, 256},                 /* longer than max payload */
-        {0, 0xffffffffu, 1, 256},         /* huge length */
-        {0, 24, 1, 16},                   /* longer than published */
-        {0, 8, PL_IPC_REC_TYPE_RESERVED, 16}, /* reserved type */
-        {0, 8, PL_IPC_REC_PAD, 256},      /* pad that does not reach the end */
-        {0, 248, PL_IPC_REC_PAD, 128},    /* pad reaching the end but not published */
+        {0, 121, 1, 256},                      /* longer than max payload */
+        {0, 0xffffffffu, 1, 256},              /* huge length */
+        {0, 24, 1, 16},                        /* longer than published */
+        {0, 8, PL_IPC_REC_TYPE_RESERVED, 16},  /* reserved type */
+        {0, 8, PL_IPC_REC_PAD, 256},           /* pad that does not reach the end */
+        {0, 248, PL_IPC_REC_PAD, 128},         /* pad reaching the end but not published */
         {0, 0xfffffff8u, PL_IPC_REC_PAD, 256}, /* pad with wrapping length */
     };
     for (size_t i = 0; i < PL_ARRAY_SIZE(cases); i++) {

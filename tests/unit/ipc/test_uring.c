@@ -211,8 +211,7 @@ static void test_uring_futex_wait_woken_by_notify(void **state) {
     struct pl_ipc_uring *u = *state;
     struct pl_ipc_futex f = {0};
     if (!pl_ipc_uring_has_futex_wait(u)) {
-        assert_int_equal(pl_ipc_uring_futex_wait(u, &(struct pl_ipc_futex){.word = (void *)&f},
-                                                 1),
+        assert_int_equal(pl_ipc_uring_futex_wait(u, &(struct pl_ipc_futex){.word = (void *)&f}, 1),
                          -PL_ERR_UNSUPPORTED);
         skip();
     }

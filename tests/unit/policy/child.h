@@ -40,22 +40,22 @@ static inline struct child_end run_child(int (*fn)(void)) {
 }
 
 /* The child exited 0. */
-#define assert_child_ok(fn)                                                                    \
-    do {                                                                                       \
-        struct child_end _e = run_child(fn);                                                   \
-        if (!_e.exited || _e.code != 0)                                                        \
-            fail_msg("%s: child %s %d", #fn, _e.exited ? "failed check" : "killed by signal",  \
-                     _e.exited ? _e.code : _e.sig);                                            \
+#define assert_child_ok(fn)                                                                        \
+    do {                                                                                           \
+        struct child_end _e = run_child(fn);                                                       \
+        if (!_e.exited || _e.code != 0)                                                            \
+            fail_msg("%s: child %s %d", #fn, _e.exited ? "failed check" : "killed by signal",      \
+                     _e.exited ? _e.code : _e.sig);                                                \
     } while (0)
 
 /* The child was killed by SIGSYS (a seccomp kill). */
-#define assert_child_sigsys(fn)                                                                \
-    do {                                                                                       \
-        struct child_end _e = run_child(fn);                                                   \
-        if (_e.exited || _e.sig != SIGSYS)                                                     \
-            fail_msg("%s: child %s %d, want SIGSYS", #fn,                                      \
-                     _e.exited ? "exited with" : "killed by signal",                           \
-                     _e.exited ? _e.code : _e.sig);                                            \
+#define assert_child_sigsys(fn)                                                                    \
+    do {                                                                                           \
+        struct child_end _e = run_child(fn);                                                       \
+        if (_e.exited || _e.sig != SIGSYS)                                                         \
+            fail_msg("%s: child %s %d, want SIGSYS", #fn,                                          \
+                     _e.exited ? "exited with" : "killed by signal",                               \
+                     _e.exited ? _e.code : _e.sig);                                                \
     } while (0)
 
 #endif

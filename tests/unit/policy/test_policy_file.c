@@ -104,8 +104,8 @@ static void test_file_resolves_names_and_numbers(void **state) {
     const struct {
         enum pl_policy_match_kind kind;
         uint32_t id;
-    } want[] = {{PL_POLICY_MATCH_UID, 0},     {PL_POLICY_MATCH_UID, 65534},
-                {PL_POLICY_MATCH_GID, 0},     {PL_POLICY_MATCH_GID, 65534},
+    } want[] = {{PL_POLICY_MATCH_UID, 0},           {PL_POLICY_MATCH_UID, 65534},
+                {PL_POLICY_MATCH_GID, 0},           {PL_POLICY_MATCH_GID, 65534},
                 {PL_POLICY_MATCH_UID, 4294967294u}, {PL_POLICY_MATCH_GID, 0}};
     for (size_t i = 0; i < 6; i++) {
         assert_int_equal(r->match[i].kind, want[i].kind);
@@ -307,8 +307,8 @@ static void test_file_rejects_nul_long_lines_and_caps(void **state) {
     assert_non_null(many);
     size_t o = 0;
     for (unsigned i = 0; i <= PL_POLICY_MAX_RULES; i++)
-        o += (size_t)snprintf(many + o, cap - o, "[rule r%u]\nmatch = uid:%u\naccess = allow\n",
-                              i, i);
+        o += (size_t)snprintf(many + o, cap - o, "[rule r%u]\nmatch = uid:%u\naccess = allow\n", i,
+                              i);
     assert_int_equal(pl_policy_new_from_text(many, o, "n", &p, &err), -EINVAL);
     assert_int_equal(err.line, PL_POLICY_MAX_RULES * 3 + 1);
     assert_non_null(strstr(err.msg, "more than 256 rules"));
@@ -330,8 +330,7 @@ static void test_file_reads_files_and_reports_io_errors(void **state) {
     (void)state;
     struct pl_policy *p = NULL;
     struct pl_policy_error err;
-    assert_int_equal(pl_policy_new_from_file("/nonexistent/picolm/policy.conf", &p, &err),
-                     -ENOENT);
+    assert_int_equal(pl_policy_new_from_file("/nonexistent/picolm/policy.conf", &p, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/picolm/policy.conf"));
     assert_int_equal(pl_policy_new_from_file("/", &p, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "not a regular file"));

@@ -119,7 +119,8 @@ static void test_match_admin(void **state) {
     assert_int_equal(pl_policy_match_admin(p, 1000, 4000, NULL, 0), 0);
     assert_int_equal(pl_policy_match_admin(p, 1000, 1000, g, 2), 0);
     assert_int_equal(pl_policy_match_admin(p, 1000, 1000, g, 1), -PL_ERR_DENIED);
-    assert_int_equal(pl_policy_match_admin(p, 4000, 1000, NULL, 0), -PL_ERR_DENIED); /* uid != gid */
+    assert_int_equal(pl_policy_match_admin(p, 4000, 1000, NULL, 0),
+                     -PL_ERR_DENIED); /* uid != gid */
     assert_int_equal(pl_policy_match_admin(p, 1000, 1000, NULL, 1), -EINVAL);
     pl_policy_unref(p);
     /* No admin group: root only, also without a policy at all. */

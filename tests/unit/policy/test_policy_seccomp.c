@@ -94,8 +94,7 @@ static int client_eperm_child(void) {
     if (munmap(p, 1 << 16) != 0)
         return 23;
     errno = 0;
-    if (mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
-            MAP_FAILED ||
+    if (mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED ||
         errno != EPERM)
         return 24;
     char *big = malloc(1 << 22);
@@ -182,9 +181,8 @@ static void test_client_rejects_bad_arguments(void **state) {
     assert_int_equal(pl_policy_seccomp_client(0, huge_nr, 1, NULL, 0, &f), -EINVAL);
     assert_int_equal(pl_policy_seccomp_client(0, NULL, 1, NULL, 0, &f), -EINVAL);
     assert_int_equal(pl_policy_seccomp_client(0, NULL, 0, &neg, 1, &f), -EINVAL);
-    assert_int_equal(pl_policy_seccomp_client(0, NULL, 0, &fd, PL_POLICY_SECCOMP_MAX_IO_FDS + 1,
-                                              &f),
-                     -EINVAL);
+    assert_int_equal(
+        pl_policy_seccomp_client(0, NULL, 0, &fd, PL_POLICY_SECCOMP_MAX_IO_FDS + 1, &f), -EINVAL);
     assert_int_equal(pl_policy_seccomp_client(0, NULL, 0, NULL, 0, NULL), -EINVAL);
     assert_ptr_equal(f, (scmp_filter_ctx)(uintptr_t)1);
     assert_int_equal(pl_policy_seccomp_broker(NULL), -EINVAL);
@@ -437,8 +435,8 @@ static char *pfc_block(const char *text, const char *name) {
     return b;
 }
 
-static void check_export(scmp_filter_ctx f, const struct pl_policy_seccomp_entry *table,
-                         size_t n, size_t n_extra_expected, bool have_io_fds) {
+static void check_export(scmp_filter_ctx f, const struct pl_policy_seccomp_entry *table, size_t n,
+                         size_t n_extra_expected, bool have_io_fds) {
     char *text = export_text(f);
     size_t n_resolvable = 0;
     for (size_t i = 0; i < n; i++) {
@@ -475,8 +473,8 @@ static void check_export(scmp_filter_ctx f, const struct pl_policy_seccomp_entry
     for (const char *s = text; (s = strstr(s, "# filter for syscall \"")); s++)
         n_named++;
     if (n_named != n_resolvable + n_extra_expected)
-        fail_msg("filter names %zu syscalls, table has %zu (+%zu extra)\n%s", n_named,
-                 n_resolvable, n_extra_expected, text);
+        fail_msg("filter names %zu syscalls, table has %zu (+%zu extra)\n%s", n_named, n_resolvable,
+                 n_extra_expected, text);
     assert_non_null(strstr(text, "# invalid architecture action\naction KILL_PROCESS;"));
     free(text);
 }
@@ -496,11 +494,31 @@ static void test_broker_export_matches_table(void **state) {
     char *text = export_text(f);
     assert_non_null(strstr(text, "# default action\n  action KILL_PROCESS;"));
     /* Never in the broker's list. */
-    const char *never[] = {"execve", "execveat", "ptrace", "fork", "vfork",
-                           "connect", "bind", "listen", "setuid", "setresuid", "capset",
-                           "mount", "unshare", "setns", "kill", "process_vm_writev",
-                           "io_uring_setup", "io_uring_register", "bpf", "perf_event_open",
-                           "init_module", "seccomp", "personality", "rename", "chmod"};
+    const char *never[] = {"execve",
+                           "execveat",
+                           "ptrace",
+                           "fork",
+                           "vfork",
+                           "connect",
+                           "bind",
+                           "listen",
+                           "setuid",
+                           "setresuid",
+                           "capset",
+                           "mount",
+                           "unshare",
+                           "setns",
+                           "kill",
+                           "process_vm_writev",
+                           "io_uring_setup",
+                           "io_uring_register",
+                           "bpf",
+                           "perf_event_open",
+                           "init_module",
+                           "seccomp",
+                           "personality",
+                           "rename",
+                           "chmod"};
     for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
         char key[64];
         (void)snprintf(key, sizeof(key), "syscall \"%s", never[i]);
@@ -540,8 +558,7 @@ static void test_client_export_matches_table(void **state) {
     seccomp_release(f);
 
     int extra[] = {SYS_getppid};
-    assert_int_equal(pl_policy_seccomp_client(PL_POLICY_SECCOMP_CLIENT_KILL, extra, 1, NULL, 0,
-                                              &f),
+    assert_int_equal(pl_policy_seccomp_client(PL_POLICY_SECCOMP_CLIENT_KILL, extra, 1, NULL, 0, &f),
                      0);
     check_export(f, t, n, 1, false);
     text = export_text(f);
