@@ -86,7 +86,6 @@ int pl_kv_init(struct pl_kv *kv, uint32_t n_layer, uint32_t kv_dim, uint32_t n_s
         pl_mul_overflow((size_t)n_seq, (size_t)kv->max_seq_blocks, &table_len))
         return -EOVERFLOW;
     kv->row_bytes = row_bytes;
-    kv->layer_bytes = block_bytes * kv->n_blocks; /* <= total: no overflow */
     kv->block_bytes = block_bytes;
     kv->block_stride = block_stride;
     kv->map_bytes = PL_ALIGN_UP(total, POOL_ALIGN);

@@ -23,8 +23,6 @@ struct pl_kv {
     uint32_t n_blocks;       /* blocks in the pool */
     uint32_t type;           /* enum pl_kv_type */
     size_t row_bytes;        /* one token's K (or V) row of one layer */
-    size_t layer_bytes;      /* n_blocks * block_bytes: one layer's share of the pool
-                                (spread over the blocks, not a contiguous range) */
     size_t block_bytes;      /* PL_KV_BLOCK_TOKENS * row_bytes: a block of one layer */
     size_t block_stride;     /* n_layer * block_bytes: a block of every layer */
     size_t map_bytes;        /* the k and v mappings' length each */
