@@ -117,7 +117,7 @@ void pl_attn_done(struct pl_attn *a) {
 
 /* ---- The scalar kernel ---- */
 
-/* rows n of a block (rows row_bytes apart, starting at src) as f32, hd apart, into dst. */
+/* Rows n of a block of V (rows row_bytes apart, starting at src) as f32, hd apart, into dst. */
 static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd, bool f16,
                          float *dst) {
     for (uint32_t s = 0; s < n; s++) {
@@ -131,6 +131,22 @@ static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint3
             memcpy(d, r, hd * sizeof(float));
         }
     }
+}
+
+/* Slots n of a head's K in a block (dimension-major at src: element i of slot s at
+ * i * BT + s, kv.h) as f32 rows hd apart in dst. */
+static void k_block_to_f32(const uint8_t *src, uint32_t n, uint32_t hd, bool f16, float *dst) {
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t i = 0; i < hd; i++) {
+            const size_t e = (size_t)i * BT + s;
+            if (f16) {
+                uint16_t h;
+                memcpy(&h, src + 2 * e, sizeof(h));
+                dst[(size_t)s * hd + i] = fp16_table[h];
+            } else {
+                memcpy(&dst[(size_t)s * hd + i], src + 4 * e, sizeof(float));
+            }
+        }
 }
 
 void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it) {
@@ -166,8 +182,7 @@ void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it)
     for (uint32_t b0 = 0, bi = 0; b0 < it->n_kv; b0 += BT, bi++) {
         const uint32_t n = PL_MIN(BT, it->n_kv - b0);
         /* Each K and V row of the block is read once for all the group's heads. */
-        block_to_f32(pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n, hd,
-                     f16, kb);
+        k_block_to_f32(pl_kv_k_block(kv, it->il, it->seq, bi) + it->k_off, n, hd, f16, kb);
         block_to_f32(pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off, kv->row_bytes, n, hd,
                      f16, vb);
         for (uint32_t h = 0; h < nq; h++) {
@@ -251,6 +266,7 @@ void pl_attn_run(const struct pl_attn *a, const struct pl_kv *kv, uint32_t il, u
         item.seq = (uint32_t)seq[t];
         item.n_kv = (uint32_t)pos[t] + 1;
         item.head_off = (size_t)kvh * hd * elem;
+        item.k_off = item.head_off * PL_KV_BLOCK_TOKENS;
         item.q = q + off;
         item.out = out + off;
         a->item(a, &item);

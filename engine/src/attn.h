@@ -21,7 +21,8 @@ struct pl_attn;
 struct pl_attn_item {
     const struct pl_kv *kv;
     uint32_t il, seq, n_kv;
-    size_t head_off;  /* bytes from the start of a cache row to the KV head */
+    size_t head_off;  /* bytes from the start of a V row to the KV head */
+    size_t k_off;     /* bytes from the start of a K block to the KV head's head_dim x 16 */
     uint32_t n_q;     /* query heads, at most n_head / n_head_kv */
     const float *q;   /* [n_q][head_dim] */
     float *out;       /* [n_q][head_dim] */

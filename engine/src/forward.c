@@ -483,11 +483,19 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
                 rope_cache(c, b->pos[t], cache);
                 rope_apply(qt, hp->n_head, hp->head_dim, hp->n_rot, cache);
                 rope_apply(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, cache);
+                uint8_t *ks = pl_kv_k_slot(&c->kv, il, seq, pos);
                 if (c->kv.type == PL_KV_F16) {
-                    c->kv_k->from_f32(kt, pl_kv_k_row(&c->kv, il, seq, pos), c->kv_dim);
+                    /* K is dimension-major in its block (kv.h): converted in chunks, then
+                     * spread 16 slots apart. */
+                    uint16_t hk[256];
+                    for (uint32_t i = 0; i < c->kv_dim; i += 256) {
+                        const uint32_t nk = PL_MIN(256u, c->kv_dim - i);
+                        c->kv_k->from_f32(kt + i, hk, nk);
+                        pl_kv_k_scatter(ks + (size_t)i * PL_KV_BLOCK_TOKENS * 2, hk, nk, 2);
+                    }
                     c->kv_k->from_f32(vt, pl_kv_v_row(&c->kv, il, seq, pos), c->kv_dim);
                 } else {
-                    memcpy(pl_kv_k_row(&c->kv, il, seq, pos), kt, c->kv_dim * sizeof(float));
+                    pl_kv_k_scatter(ks, kt, c->kv_dim, sizeof(float));
                     memcpy(pl_kv_v_row(&c->kv, il, seq, pos), vt, c->kv_dim * sizeof(float));
                 }
             }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PL_KV_BLOCK_TOKENS 16u
 
@@ -26,8 +27,8 @@ struct pl_kv {
     size_t block_bytes;      /* PL_KV_BLOCK_TOKENS * row_bytes: a block of one layer */
     size_t block_stride;     /* n_layer * block_bytes: a block of every layer */
     size_t map_bytes;        /* the k and v mappings' length each */
-    uint8_t *k;              /* [n_blocks][n_layer][PL_KV_BLOCK_TOKENS][kv_dim] */
-    uint8_t *v;              /* same shape */
+    uint8_t *k;              /* [n_blocks][n_layer][kv_dim][PL_KV_BLOCK_TOKENS] */
+    uint8_t *v;              /* [n_blocks][n_layer][PL_KV_BLOCK_TOKENS][kv_dim] */
     uint32_t *free_ids;      /* [n_blocks] stack of free block ids */
     uint32_t n_free;
     uint32_t *table;   /* [n_seq][max_seq_blocks] block ids */
@@ -61,9 +62,13 @@ void pl_kv_block_unref(struct pl_kv *kv, uint32_t id);
 struct pl_ctx;
 struct pl_kv *pl_ctx_kv(struct pl_ctx *c);
 
-/* Rows of block id in layer il of base (kv->k or kv->v): PL_KV_BLOCK_TOKENS rows,
- * row_bytes apart. A block's layers are contiguous, so the memory a pool touches grows with
- * the blocks in use (the pool is on transparent huge pages, kv.c). */
+/* Block id in layer il of base (kv->k or kv->v): PL_KV_BLOCK_TOKENS token slots of kv_dim
+ * elements (block_bytes). A block's layers are contiguous, so the memory a pool touches grows
+ * with the blocks in use (the pool is on transparent huge pages, kv.c). Within a block, V is
+ * slot-major (slot s's row of kv_dim elements at s * row_bytes) and K dimension-major
+ * (element d of slot s at d * PL_KV_BLOCK_TOKENS + s): a KV head's K is head_dim x 16
+ * contiguous elements, the 16 slots of one dimension a vector, so the attention kernels
+ * take a block's 16 scores as one sum of head_dim vector products, without a transpose. */
 static inline uint8_t *pl_kv_block_at(const struct pl_kv *kv, uint8_t *base, uint32_t il,
                                       uint32_t id) {
     return base + (size_t)id * kv->block_stride + (size_t)il * kv->block_bytes;
@@ -73,19 +78,34 @@ static inline uint32_t pl_kv_block_id(const struct pl_kv *kv, uint32_t seq, uint
     return kv->table[(size_t)seq * kv->max_seq_blocks + i];
 }
 
-/* Row of token slot pos of seq in layer il (pos below the reserved length). */
-static inline void *pl_kv_k_row(const struct pl_kv *kv, uint32_t il, uint32_t seq, uint32_t pos) {
+/* Element 0 of token slot pos of seq in layer il (pos below the reserved length); its
+ * element d is d * PL_KV_BLOCK_TOKENS elements on. */
+static inline void *pl_kv_k_slot(const struct pl_kv *kv, uint32_t il, uint32_t seq, uint32_t pos) {
     return pl_kv_block_at(kv, kv->k, il, pl_kv_block_id(kv, seq, pos / PL_KV_BLOCK_TOKENS)) +
-           (size_t)(pos % PL_KV_BLOCK_TOKENS) * kv->row_bytes;
+           (size_t)(pos % PL_KV_BLOCK_TOKENS) * (kv->row_bytes / kv->kv_dim);
 }
 
+/* Row of token slot pos of seq in layer il (pos below the reserved length). */
 static inline void *pl_kv_v_row(const struct pl_kv *kv, uint32_t il, uint32_t seq, uint32_t pos) {
     return pl_kv_block_at(kv, kv->v, il, pl_kv_block_id(kv, seq, pos / PL_KV_BLOCK_TOKENS)) +
            (size_t)(pos % PL_KV_BLOCK_TOKENS) * kv->row_bytes;
 }
 
-/* First row of block slot 0 of block i of seq's table in layer il: the block's
- * PL_KV_BLOCK_TOKENS rows follow contiguously (row_bytes apart). */
+/* Store the kv_dim elements of one token (elt bytes each, contiguous at row) as the K of the
+ * slot at dst (pl_kv_k_slot). */
+static inline void pl_kv_k_scatter(void *dst, const void *row, uint32_t kv_dim, size_t elt) {
+    uint8_t *d = dst;
+    const uint8_t *r = row;
+    if (elt == 2) {
+        for (uint32_t i = 0; i < kv_dim; i++)
+            memcpy(d + (size_t)i * PL_KV_BLOCK_TOKENS * 2, r + (size_t)i * 2, 2);
+    } else {
+        for (uint32_t i = 0; i < kv_dim; i++)
+            memcpy(d + (size_t)i * PL_KV_BLOCK_TOKENS * 4, r + (size_t)i * 4, 4);
+    }
+}
+
+/* Block i of seq's table in layer il, as pl_kv_block_at(): K dimension-major, V rows. */
 static inline const uint8_t *pl_kv_k_block(const struct pl_kv *kv, uint32_t il, uint32_t seq,
                                            uint32_t i) {
     return pl_kv_block_at(kv, kv->k, il, pl_kv_block_id(kv, seq, i));

@@ -109,6 +109,19 @@ uint32_t pl_ctx_kv_dim(const struct pl_ctx *c) {
     return c ? pl_ctx_kv((struct pl_ctx *)c)->kv_dim : 0;
 }
 
+/* One layer's K of a block between the cache's dimension-major layout (kv.h) and the
+ * slot-major rows of the copies (to_rows: cache -> rows), so what prefix caches store does
+ * not depend on how the kernels want K laid out. */
+static void k_block_copy(const struct pl_kv *kv, uint8_t *dst, const uint8_t *src, bool to_rows) {
+    const size_t elt = kv->row_bytes / kv->kv_dim;
+    for (uint32_t s = 0; s < PL_KV_BLOCK_TOKENS; s++)
+        for (uint32_t d = 0; d < kv->kv_dim; d++) {
+            const size_t row = (size_t)s * kv->row_bytes + (size_t)d * elt;
+            const size_t col = ((size_t)d * PL_KV_BLOCK_TOKENS + s) * elt;
+            memcpy(dst + (to_rows ? row : col), src + (to_rows ? col : row), elt);
+        }
+}
+
 int pl_ctx_kv_block_read(struct pl_ctx *c, uint32_t id, void *buf, size_t len) {
     if (!c || !buf || len != pl_ctx_kv_block_bytes(c))
         return -EINVAL;
@@ -118,7 +131,7 @@ int pl_ctx_kv_block_read(struct pl_ctx *c, uint32_t id, void *buf, size_t len) {
     const size_t blk = kv->block_bytes;
     uint8_t *out = buf;
     for (uint32_t il = 0; il < kv->n_layer; il++) {
-        memcpy(out, pl_kv_block_at(kv, kv->k, il, id), blk);
+        k_block_copy(kv, out, pl_kv_block_at(kv, kv->k, il, id), true);
         memcpy(out + blk, pl_kv_block_at(kv, kv->v, il, id), blk);
         out += 2 * blk;
     }
@@ -134,7 +147,7 @@ int pl_ctx_kv_block_write(struct pl_ctx *c, uint32_t id, const void *buf, size_t
     const size_t blk = kv->block_bytes;
     const uint8_t *in = buf;
     for (uint32_t il = 0; il < kv->n_layer; il++) {
-        memcpy(pl_kv_block_at(kv, kv->k, il, id), in, blk);
+        k_block_copy(kv, pl_kv_block_at(kv, kv->k, il, id), in, false);
         memcpy(pl_kv_block_at(kv, kv->v, il, id), in + blk, blk);
         in += 2 * blk;
     }

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Attention with AVX-512 (see engine/src/attn.h): one pass over the K and V blocks of a
- * group of query heads with an online softmax. A block's 16 scores of one head fill one
- * register: 16 dot-product accumulators (one per token) are folded into it by a transpose
- * and add tree. With an F16 cache each K and V block is converted to f32 once (F16C) into
- * scratch and used by every head of the group; an F32 cache is read in place. The product
- * with V takes two heads at a time so each V row chunk loaded serves both. Numerics as the
- * scalar kernel in attn.c: query and probabilities rounded to f16 with an F16 cache (here
- * by the hardware conversions, round to nearest even), sums per lane; exp() is
- * vexp_avx512.h's polynomial, also for the rescale factor, so the update has no branch and
- * no libm call. The K and V rows of the block two ahead are prefetched. Compiled with
+ * group of query heads with an online softmax. K is dimension-major in the cache (kv.h): a
+ * block's 16 slots of one dimension are one vector, so a head's 16 scores are a sum of
+ * head_dim vector FMAs with its broadcast query element, each K vector converted (F16C)
+ * once in registers for all the group's heads. With an F16 cache each V block is converted
+ * to f32 once into scratch and used by every head; an F32 cache is read in place. The
+ * product with V takes two heads at a time so each V row chunk loaded serves both.
+ * Numerics as the scalar kernel in attn.c: query and probabilities rounded to f16 with an
+ * F16 cache (here by the hardware conversions, round to nearest even), sums per lane;
+ * exp() is vexp_avx512.h's polynomial, also for the rescale factor, so the update has no
+ * branch and no libm call. The K and V of the block two ahead are prefetched. Compiled with
  * -mavx512f -mf16c -mfma; attn.c calls it only on CPUs that have them, head_dim % 16 == 0. */
 #include <immintrin.h>
 #include <math.h>
@@ -30,39 +31,75 @@ INLINE __m512 round_f16(__m512 x) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-/* Lane s of the result = the sum of the lanes of a[s]. */
-INLINE __m512 hsum16(const __m512 a[16]) {
-    __m512 w[8], y[4];
-    /* Pairs: per 128-bit lane (a0 + a2, b0 + b2, a1 + a3, b1 + b3) of a = a[2i], b = a[2i+1]. */
-    for (int i = 0; i < 8; i++)
-        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
-                             _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    /* Quads: per 128-bit lane, element j the lane's partial sum of token 4i + j. */
-    for (int i = 0; i < 4; i++)
-        y[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* Across the four 128-bit lanes. */
-    const __m512 a01 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 a23 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(3, 1, 3, 1)));
+/* The scores of NH heads with one block: lane s of sc[h] = q[h] . K slot s (q[h] hd floats
+ * from q[h - 1]), K dimension-major (kv.h) at k, f16 or f32. Dimension i's 16 slots are one
+ * vector, converted once for the NH heads; each head sums over the dimensions in S
+ * interleaved chains (NH x S = 8 independent FMA chains, enough to fill both FMA pipes),
+ * added at the end. */
+INLINE void scores_nh(const float *q, uint32_t hd, const uint8_t *k, __m512 *sc, const int NH,
+                      const int S, const bool F16) {
+    __m512 acc[8][8];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 8
+        for (int u = 0; u < S; u++)
+            acc[h][u] = _mm512_setzero_ps();
+    for (uint32_t i = 0; i < hd; i += (uint32_t)S) {
+#pragma GCC unroll 8
+        for (int u = 0; u < S; u++) {
+            const size_t e = (size_t)(i + (uint32_t)u) * BT;
+            const __m512 kv = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                        (const __m256i *)(const void *)(k + 2 * e)))
+                                  : _mm512_loadu_ps((const float *)(const void *)(k + 4 * e));
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+                acc[h][u] = _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)h * hd + i + (uint32_t)u]), kv,
+                                            acc[h][u]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++) {
+        for (int w = S / 2; w >= 1; w /= 2)
+            for (int u = 0; u < w; u++)
+                acc[h][u] = _mm512_add_ps(acc[h][u], acc[h][u + w]);
+        sc[h] = acc[h][0];
+    }
 }
 
-/* Lane s = q . k row s, for the 16 rows of a block (ks floats apart), nc = head_dim / 16. */
-INLINE __m512 scores16(const float *q, const float *k, size_t ks, uint32_t nc) {
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int s = 0; s < 16; s++)
-        acc[s] = _mm512_setzero_ps();
-    for (uint32_t j = 0; j < nc; j++) {
-        const __m512 qj = _mm512_loadu_ps(q + 16 * j);
-#pragma GCC unroll 16
-        for (int s = 0; s < 16; s++)
-            acc[s] = _mm512_fmadd_ps(qj, _mm512_loadu_ps(k + s * ks + 16 * j), acc[s]);
+/* Scores of the nq heads of q with the block's K at k, into pb (BT floats a head), masked
+ * to the valid slots (-inf beyond) and scaled. Heads in runs of 8, 4, 2, 1. */
+static void scores_block(const float *q, uint32_t nq, uint32_t hd, const uint8_t *k, bool f16,
+                         __m512 scale, __mmask16 valid, float *pb) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    uint32_t h = 0;
+    while (h < nq) {
+        __m512 sc[8];
+        const uint32_t left = nq - h, nh = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const float *qh = q + (size_t)h * hd;
+        if (f16) {
+            if (nh == 8)
+                scores_nh(qh, hd, k, sc, 8, 1, true);
+            else if (nh == 4)
+                scores_nh(qh, hd, k, sc, 4, 2, true);
+            else if (nh == 2)
+                scores_nh(qh, hd, k, sc, 2, 4, true);
+            else
+                scores_nh(qh, hd, k, sc, 1, 8, true);
+        } else {
+            if (nh == 8)
+                scores_nh(qh, hd, k, sc, 8, 1, false);
+            else if (nh == 4)
+                scores_nh(qh, hd, k, sc, 4, 2, false);
+            else if (nh == 2)
+                scores_nh(qh, hd, k, sc, 2, 4, false);
+            else
+                scores_nh(qh, hd, k, sc, 1, 8, false);
+        }
+        for (uint32_t j = 0; j < nh; j++)
+            _mm512_storeu_ps(pb + (h + j) * BT,
+                             _mm512_mask_blend_ps(valid, ninf, _mm512_mul_ps(sc[j], scale)));
+        h += nh;
     }
-    return hsum16(acc);
 }
 
 /* For NH heads (o and p NH * hd, NH * BT floats apart) and NJ 16-float chunks of the
@@ -111,8 +148,8 @@ DEFINE_PV(1, 1)
             pv_##NH##_1(o, hd, p, alpha, v, vs, n, j_);                                            \
     } while (0)
 
-/* Block rows [0, n) at src (row_bytes apart, head_dim hd) as f32 rows hd apart in dst,
- * rows [n, BT) zero. */
+/* V rows [0, n) of a block at src (row_bytes apart, head_dim hd) as f32 rows hd apart in
+ * dst, rows [n, BT) zero. */
 static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd, bool f16,
                          float *dst) {
     for (uint32_t s = 0; s < n; s++) {
@@ -146,21 +183,20 @@ INLINE void pf_line(const void *p) {
  * of block_to_f32 waited on each block's misses in turn. */
 static void prefetch_block(const struct pl_kv *kv, const struct pl_attn_item *it, uint32_t bi,
                            size_t head_bytes) {
-    const uint8_t *k = pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off;
+    const uint8_t *k = pl_kv_k_block(kv, it->il, it->seq, bi) + it->k_off;
     const uint8_t *v = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
+    for (size_t o = 0; o < BT * head_bytes; o += 64)
+        pf_line(k + o);
     for (uint32_t s = 0; s < BT; s++)
-        for (size_t o = 0; o < head_bytes; o += 64) {
-            pf_line(k + s * kv->row_bytes + o);
+        for (size_t o = 0; o < head_bytes; o += 64)
             pf_line(v + s * kv->row_bytes + o);
-        }
 }
 
 void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it) {
     const struct pl_kv *kv = it->kv;
-    const uint32_t hd = a->head_dim, nq = it->n_q, nc = hd / 16;
+    const uint32_t hd = a->head_dim, nq = it->n_q;
     const bool f16 = kv->type == PL_KV_F16;
     float *qb = (float *)(void *)(it->scratch + a->off_q);
-    float *kb = (float *)(void *)(it->scratch + a->off_k);
     float *vb = (float *)(void *)(it->scratch + a->off_v);
     float *pb = (float *)(void *)(it->scratch + a->off_p);
     float *lb = (float *)(void *)(it->scratch + a->off_l);
@@ -187,24 +223,15 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
         if (bi + ATTN_PF_BLOCKS < n_blocks)
             prefetch_block(kv, it, bi + ATTN_PF_BLOCKS, head_bytes);
         const __mmask16 valid = (__mmask16)(n == BT ? 0xFFFFu : (1u << n) - 1u);
-        const uint8_t *kr = pl_kv_k_block(kv, it->il, it->seq, bi) + it->head_off;
+        const uint8_t *kr = pl_kv_k_block(kv, it->il, it->seq, bi) + it->k_off;
         const uint8_t *vr = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
-        const float *k = (const float *)(const void *)kr, *v = (const float *)(const void *)vr;
-        size_t ks = kv->row_bytes / sizeof(float), vs = ks;
+        const float *v = (const float *)(const void *)vr;
+        size_t vs = kv->row_bytes / sizeof(float);
 
-        /* K as f32 (in place for a full block of an F32 cache). */
-        if (f16 || n < BT) {
-            block_to_f32(kr, kv->row_bytes, n, hd, f16, kb);
-            k = kb;
-            ks = hd;
-        }
-        /* Scores of every head first, then the softmax updates: short independent chains
-         * (max, exp) the core can overlap across heads. */
-        for (uint32_t h = 0; h < nq; h++) {
-            const __m512 sc = _mm512_mul_ps(scores16(q + (size_t)h * hd, k, ks, nc), scale);
-            _mm512_storeu_ps(pb + h * BT,
-                             _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), sc));
-        }
+        /* Scores of every head first (slots past n hold stale values: masked to -inf),
+         * then the softmax updates: short independent chains (max, exp) the core can
+         * overlap across heads. */
+        scores_block(q, nq, hd, kr, f16, scale, valid, pb);
         for (uint32_t h = 0; h < nq; h++) {
             const __m512 sc = _mm512_loadu_ps(pb + h * BT);
             const float m_old = mb[h], bmax = _mm512_reduce_max_ps(sc);
@@ -219,7 +246,8 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
             mb[h] = m_new;
         }
 
-        /* V as f32 likewise, then o = o * alpha + p . V, two heads at a time. */
+        /* V as f32 (F16 cache, or a partial block), then o = o * alpha + p . V, two heads
+         * at a time. */
         if (f16 || n < BT) {
             block_to_f32(vr, kv->row_bytes, n, hd, f16, vb);
             v = vb;

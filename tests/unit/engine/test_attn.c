@@ -54,17 +54,25 @@ struct fixture {
     float *q;       /* [N_TOK][n_head * hd] */
 };
 
-static void store(struct pl_kv *kv, void *row, const float *x, uint32_t n, float *held) {
+/* x[0..n) into the cache at row, element i at i x stride elements (V rows: 1; K slots,
+ * dimension-major: PL_KV_BLOCK_TOKENS), and what the cache holds, as f32, into held. */
+static void store(struct pl_kv *kv, void *row, size_t stride, const float *x, uint32_t n,
+                  float *held) {
     for (uint32_t i = 0; i < n; i++) {
         if (kv->type == PL_KV_F16) {
             uint16_t h = pl_f32_to_fp16(x[i]);
-            ((uint16_t *)row)[i] = h;
+            ((uint16_t *)row)[i * stride] = h;
             held[i] = pl_fp16_to_f32(h);
         } else {
-            ((float *)row)[i] = x[i];
+            ((float *)row)[i * stride] = x[i];
             held[i] = x[i];
         }
     }
+}
+
+/* Bytes that read as NaN in either cache type, into every slot of a block. */
+static void poison_block(struct pl_kv *kv, uint8_t *block) {
+    memset(block, 0xFF, kv->block_bytes);
 }
 
 /* A cache with MAX_KV positions of sequence 0 (its blocks interleaved with sequence 1's)
@@ -82,6 +90,14 @@ static void fixture_make(struct fixture *f, uint32_t type, uint32_t n_head, uint
         assert_int_equal(pl_kv_reserve(&f->kv, 0, l), 0);
         assert_int_equal(pl_kv_reserve(&f->kv, 1, l), 0);
     }
+    /* Every slot reserved starts as NaN: slots past the last position written (the end of
+     * the last block) must never reach a result. */
+    for (uint32_t l = 0; l < LAYERS; l++)
+        for (uint32_t sq = 0; sq < 2; sq++)
+            for (uint32_t i = 0; i < f->kv.n_held[sq]; i++) {
+                poison_block(&f->kv, (uint8_t *)pl_kv_k_block(&f->kv, l, sq, i));
+                poison_block(&f->kv, (uint8_t *)pl_kv_v_block(&f->kv, l, sq, i));
+            }
     f->kf = calloc((size_t)MAX_KV * kv_dim, sizeof(float));
     f->vf = calloc((size_t)MAX_KV * kv_dim, sizeof(float));
     f->q = calloc((size_t)N_TOK * q_dim, sizeof(float));
@@ -104,16 +120,20 @@ static void fixture_make(struct fixture *f, uint32_t type, uint32_t n_head, uint
                     x = pat == RISING ? -1.0 + 2.0 * p / MAX_KV : (p == 0 ? 1.0 : -0.5 * x * x);
                 tmp[i] = (float)x;
             }
-            store(&f->kv, pl_kv_k_row(&f->kv, l, 0, p), tmp, kv_dim, f->kf + (size_t)p * kv_dim);
+            store(&f->kv, pl_kv_k_slot(&f->kv, l, 0, p), B, tmp, kv_dim,
+                  f->kf + (size_t)p * kv_dim);
             for (uint32_t i = 0; i < kv_dim; i++)
                 tmp[i] = (float)urand();
-            store(&f->kv, pl_kv_v_row(&f->kv, l, 0, p), tmp, kv_dim, f->vf + (size_t)p * kv_dim);
+            store(&f->kv, pl_kv_v_row(&f->kv, l, 0, p), 1, tmp, kv_dim, f->vf + (size_t)p * kv_dim);
         }
     }
     /* Sequence 1's rows: garbage the attention of sequence 0 must never see. */
     for (uint32_t p = 0; p < MAX_KV; p++)
         for (uint32_t l = 0; l < LAYERS; l++) {
-            memset(pl_kv_k_row(&f->kv, l, 1, p), 0x7F, f->kv.row_bytes);
+            for (uint32_t i = 0; i < kv_dim; i++)
+                memset((uint8_t *)pl_kv_k_slot(&f->kv, l, 1, p) +
+                           (size_t)i * B * (f->kv.row_bytes / kv_dim),
+                       0x7F, f->kv.row_bytes / kv_dim);
             memset(pl_kv_v_row(&f->kv, l, 1, p), 0xFF, f->kv.row_bytes);
         }
     free(tmp);

@@ -35,14 +35,19 @@ static void test_kv_reserve_and_clear_account_blocks(void **state) {
     assert_int_equal(kv.n_free, 3);
 
     /* Rows written for seq 0 stay where they are when other sequences take blocks. */
-    uint8_t *r0 = pl_kv_k_row(&kv, 1, 0, B + 2);
-    memset(r0, 0xAB, kv.row_bytes);
+    uint8_t *r0 = pl_kv_k_slot(&kv, 1, 0, B + 2);
+    const uint16_t row[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    pl_kv_k_scatter(r0, row, 8, 2);
     assert_int_equal(pl_kv_reserve(&kv, 1, 3 * B), 0);
     assert_int_equal(kv.n_free, 0);
-    assert_ptr_equal(pl_kv_k_row(&kv, 1, 0, B + 2), r0);
-    assert_int_equal(r0[0], 0xAB);
+    assert_ptr_equal(pl_kv_k_slot(&kv, 1, 0, B + 2), r0);
+    for (uint32_t i = 0; i < 8; i++) { /* element i of the slot: i x 16 elements on */
+        uint16_t h;
+        memcpy(&h, r0 + (size_t)i * B * 2, 2);
+        assert_int_equal(h, row[i]);
+    }
     /* Distinct sequences never share a row; K and V are distinct memory. */
-    assert_ptr_not_equal(pl_kv_k_row(&kv, 1, 1, B + 2), r0);
+    assert_ptr_not_equal(pl_kv_k_slot(&kv, 1, 1, B + 2), r0);
     assert_ptr_not_equal(pl_kv_v_row(&kv, 1, 0, B + 2), r0);
 
     /* Pool empty: nothing is taken on refusal. */
@@ -94,10 +99,22 @@ static void test_kv_f32_rows(void **state) {
     assert_int_equal(pl_kv_reserve(&kv, 0, 40), 0);
     for (uint32_t il = 0; il < 3; il++)
         for (uint32_t p = 0; p + 1 < 40; p++) {
-            uint8_t *a = pl_kv_k_row(&kv, il, 0, p), *b = pl_kv_k_row(&kv, il, 0, p + 1);
+            uint8_t *a = pl_kv_v_row(&kv, il, 0, p), *b = pl_kv_v_row(&kv, il, 0, p + 1);
             if ((p + 1) % B != 0)
-                assert_ptr_equal(b, a + kv.row_bytes); /* contiguous inside a block */
-            assert_ptr_equal(pl_kv_k_block(&kv, il, 0, p / B) + (p % B) * kv.row_bytes, a);
+                assert_ptr_equal(b, a + kv.row_bytes); /* V rows: contiguous in a block */
+            assert_ptr_equal(pl_kv_v_block(&kv, il, 0, p / B) + (p % B) * kv.row_bytes, a);
+            /* K: the slots of one dimension adjacent, dimension d at d x 16 elements. */
+            uint8_t *ka = pl_kv_k_slot(&kv, il, 0, p), *kb = pl_kv_k_slot(&kv, il, 0, p + 1);
+            if ((p + 1) % B != 0)
+                assert_ptr_equal(kb, ka + sizeof(float));
+            assert_ptr_equal(pl_kv_k_block(&kv, il, 0, p / B) + (p % B) * sizeof(float), ka);
+            const float x[5] = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f};
+            pl_kv_k_scatter(ka, x, 5, sizeof(float));
+            for (uint32_t d = 0; d < 5; d++) {
+                float y;
+                memcpy(&y, pl_kv_k_block(&kv, il, 0, p / B) + ((size_t)d * B + p % B) * 4, 4);
+                assert_true(y == x[d]);
+            }
         }
     pl_kv_done(&kv);
 }
