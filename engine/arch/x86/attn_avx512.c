@@ -102,69 +102,86 @@ static void scores_block(const float *q, uint32_t nq, uint32_t hd, const uint8_t
     }
 }
 
-/* For NH heads (o and p NH * hd, NH * BT floats apart) and NJ 16-float chunks of the
- * output from chunk j: o = o * alpha[h] + sum over s < n of p[h][s] * v row s. */
-#define DEFINE_PV(NH, NJ)                                                                          \
-    static void pv_##NH##_##NJ(float *o, uint32_t hd, const float *p, const float *alpha,          \
-                               const float *v, size_t vs, uint32_t n, uint32_t j) {                \
-        __m512 acc[NH][NJ];                                                                        \
-        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) {                                     \
-            const __m512 al = _mm512_set1_ps(alpha[h]);                                            \
-            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) acc[h][c] =                       \
-                _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)h * hd + 16 * (j + c)), al);             \
-        }                                                                                          \
-        for (uint32_t s = 0; s < n; s++) {                                                         \
-            __m512 ps[NH];                                                                         \
-            _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) ps[h] =                           \
-                _mm512_set1_ps(p[h * BT + s]);                                                     \
-            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++) {                                 \
-                const __m512 vc = _mm512_loadu_ps(v + s * vs + 16 * (j + c));                      \
-                _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++) acc[h][c] =                   \
-                    _mm512_fmadd_ps(ps[h], vc, acc[h][c]);                                         \
-            }                                                                                      \
-        }                                                                                          \
-        _Pragma("GCC unroll 8") for (int h = 0; h < NH; h++)                                       \
-            _Pragma("GCC unroll 8") for (int c = 0; c < NJ; c++)                                   \
-                _mm512_storeu_ps(o + (size_t)h * hd + 16 * (j + c), acc[h][c]);                    \
+/* o = o * alpha[h] + sum over slots s < n of p[h][s] x V row s, for NH heads (o and p NH
+ * x hd, NH x BT floats apart) and NJ 16-float chunks of the rows from chunk j; V rows vs
+ * bytes apart at v, f16 or f32. Each V chunk is loaded (and converted) once for the NH heads,
+ * straight from the cache: a block converted into scratch first made the cache's loads wait
+ * on the scratch's stores (4 KiB of f32 stores cover every address's low 12 bits, which the
+ * core compares to order loads after stores). NH x NJ <= 16 accumulators. */
+INLINE void pv_nh(float *o, uint32_t hd, const float *p, const float *alpha, const uint8_t *v,
+                  size_t vs, uint32_t n, uint32_t j, const int NH, const int NJ, const bool F16) {
+    __m512 acc[8][8];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++) {
+        const __m512 al = _mm512_set1_ps(alpha[h]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NJ; c++)
+            acc[h][c] = _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)h * hd + 16 * (j + c)), al);
     }
-
-DEFINE_PV(2, 8)
-DEFINE_PV(2, 4)
-DEFINE_PV(2, 1)
-DEFINE_PV(1, 8)
-DEFINE_PV(1, 4)
-DEFINE_PV(1, 1)
-
-/* Chunks of 8, then 4, then single, for NH heads. */
-#define PV_COLS(NH, o, hd, p, alpha, v, vs, n)                                                     \
-    do {                                                                                           \
-        const uint32_t nc_ = (hd) / 16;                                                            \
-        uint32_t j_ = 0;                                                                           \
-        for (; j_ + 8 <= nc_; j_ += 8)                                                             \
-            pv_##NH##_8(o, hd, p, alpha, v, vs, n, j_);                                            \
-        for (; j_ + 4 <= nc_; j_ += 4)                                                             \
-            pv_##NH##_4(o, hd, p, alpha, v, vs, n, j_);                                            \
-        for (; j_ < nc_; j_++)                                                                     \
-            pv_##NH##_1(o, hd, p, alpha, v, vs, n, j_);                                            \
-    } while (0)
-
-/* V rows [0, n) of a block at src (row_bytes apart, head_dim hd) as f32 rows hd apart in
- * dst, rows [n, BT) zero. */
-static void block_to_f32(const uint8_t *src, size_t row_bytes, uint32_t n, uint32_t hd, bool f16,
-                         float *dst) {
     for (uint32_t s = 0; s < n; s++) {
-        const uint8_t *r = src + (size_t)s * row_bytes;
-        float *d = dst + (size_t)s * hd;
-        if (f16) {
-            for (uint32_t i = 0; i < hd; i += 16)
-                _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                            (const __m256i *)(const void *)(r + 2 * i))));
-        } else {
-            memcpy(d, r, hd * sizeof(float));
+        const uint8_t *row = v + s * vs;
+        __m512 vc[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < NJ; c++)
+            vc[c] = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                              (const __m256i *)(const void *)(row + 2 * 16 * (j + c))))
+                        : _mm512_loadu_ps((const float *)(const void *)(row + 4 * 16 * (j + c)));
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; h++) {
+            const __m512 ps = _mm512_set1_ps(p[h * BT + s]);
+#pragma GCC unroll 8
+            for (int c = 0; c < NJ; c++)
+                acc[h][c] = _mm512_fmadd_ps(ps, vc[c], acc[h][c]);
         }
     }
-    if (n < BT)
-        memset(dst + (size_t)n * hd, 0, (size_t)(BT - n) * hd * sizeof(float));
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NJ; c++)
+            _mm512_storeu_ps(o + (size_t)h * hd + 16 * (j + c), acc[h][c]);
+}
+
+/* The chunks [0, hd / 16) of NH heads, NJ at a time (then 1 at a time). */
+INLINE void pv_heads(float *o, uint32_t hd, const float *p, const float *alpha, const uint8_t *v,
+                     size_t vs, uint32_t n, const int NH, const int NJ, const bool F16) {
+    const uint32_t nc = hd / 16;
+    uint32_t j = 0;
+    for (; j + (uint32_t)NJ <= nc; j += (uint32_t)NJ)
+        pv_nh(o, hd, p, alpha, v, vs, n, j, NH, NJ, F16);
+    for (; j < nc; j++)
+        pv_nh(o, hd, p, alpha, v, vs, n, j, NH, 1, F16);
+}
+
+/* The product with V of the nq heads: runs of 8 heads (2 chunks at a time), 4 (4), 2 (8),
+ * 1 (8). */
+static void pv_block(float *out, uint32_t nq, uint32_t hd, const float *pb, const float *ab,
+                     const uint8_t *v, size_t vs, uint32_t n, bool f16) {
+    uint32_t h = 0;
+    while (h < nq) {
+        const uint32_t left = nq - h, nh = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        float *o = out + (size_t)h * hd;
+        const float *p = pb + h * BT, *al = ab + h;
+        if (f16) {
+            if (nh == 8)
+                pv_heads(o, hd, p, al, v, vs, n, 8, 2, true);
+            else if (nh == 4)
+                pv_heads(o, hd, p, al, v, vs, n, 4, 4, true);
+            else if (nh == 2)
+                pv_heads(o, hd, p, al, v, vs, n, 2, 8, true);
+            else
+                pv_heads(o, hd, p, al, v, vs, n, 1, 8, true);
+        } else {
+            if (nh == 8)
+                pv_heads(o, hd, p, al, v, vs, n, 8, 2, false);
+            else if (nh == 4)
+                pv_heads(o, hd, p, al, v, vs, n, 4, 4, false);
+            else if (nh == 2)
+                pv_heads(o, hd, p, al, v, vs, n, 2, 8, false);
+            else
+                pv_heads(o, hd, p, al, v, vs, n, 1, 8, false);
+        }
+        h += nh;
+    }
 }
 
 /* Blocks ahead of the current one whose K and V rows are prefetched. */
@@ -176,17 +193,23 @@ INLINE void pf_line(const void *p) {
     __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
 }
 
-/* The K and V rows of this item's head in block bi, prefetched: a decode step reads the
- * cache of a layer once, after the layer's weights have streamed through the caches, so
- * the rows come from memory; their lines (a head's slice of each row, rows row_bytes
- * apart) are a stride the hardware prefetchers do not follow, and without this the loads
- * of block_to_f32 waited on each block's misses in turn. */
-static void prefetch_block(const struct pl_kv *kv, const struct pl_attn_item *it, uint32_t bi,
-                           size_t head_bytes) {
+/* The K (a contiguous head_dim x 16) and the V rows of this item's head in block bi,
+ * prefetched: a decode step reads the cache of a layer once, after the layer's weights have
+ * streamed through the caches, so they come from memory, and a sequence's blocks are
+ * block_stride apart, which the hardware prefetchers do not follow. K's lines are asked for
+ * before a block's scores, V's before its product with V: in one burst, the prefetches
+ * waited for free miss buffers (attention's share of a 1-thread decode at ~570 positions,
+ * perf: 6.1-6.4% with one burst, 5.3-5.5% split; 4 blocks ahead instead of 2: the same). */
+static void prefetch_k(const struct pl_kv *kv, const struct pl_attn_item *it, uint32_t bi,
+                       size_t head_bytes) {
     const uint8_t *k = pl_kv_k_block(kv, it->il, it->seq, bi) + it->k_off;
-    const uint8_t *v = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
     for (size_t o = 0; o < BT * head_bytes; o += 64)
         pf_line(k + o);
+}
+
+static void prefetch_v(const struct pl_kv *kv, const struct pl_attn_item *it, uint32_t bi,
+                       size_t head_bytes) {
+    const uint8_t *v = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
     for (uint32_t s = 0; s < BT; s++)
         for (size_t o = 0; o < head_bytes; o += 64)
             pf_line(v + s * kv->row_bytes + o);
@@ -197,7 +220,6 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
     const uint32_t hd = a->head_dim, nq = it->n_q;
     const bool f16 = kv->type == PL_KV_F16;
     float *qb = (float *)(void *)(it->scratch + a->off_q);
-    float *vb = (float *)(void *)(it->scratch + a->off_v);
     float *pb = (float *)(void *)(it->scratch + a->off_p);
     float *lb = (float *)(void *)(it->scratch + a->off_l);
     float *mb = (float *)(void *)(it->scratch + a->off_m);
@@ -221,12 +243,10 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
     for (uint32_t b0 = 0, bi = 0; b0 < it->n_kv; b0 += BT, bi++) {
         const uint32_t n = PL_MIN(BT, it->n_kv - b0);
         if (bi + ATTN_PF_BLOCKS < n_blocks)
-            prefetch_block(kv, it, bi + ATTN_PF_BLOCKS, head_bytes);
+            prefetch_k(kv, it, bi + ATTN_PF_BLOCKS, head_bytes);
         const __mmask16 valid = (__mmask16)(n == BT ? 0xFFFFu : (1u << n) - 1u);
         const uint8_t *kr = pl_kv_k_block(kv, it->il, it->seq, bi) + it->k_off;
         const uint8_t *vr = pl_kv_v_block(kv, it->il, it->seq, bi) + it->head_off;
-        const float *v = (const float *)(const void *)vr;
-        size_t vs = kv->row_bytes / sizeof(float);
 
         /* Scores of every head first (slots past n hold stale values: masked to -inf),
          * then the softmax updates: short independent chains (max, exp) the core can
@@ -246,18 +266,10 @@ void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it)
             mb[h] = m_new;
         }
 
-        /* V as f32 (F16 cache, or a partial block), then o = o * alpha + p . V, two heads
-         * at a time. */
-        if (f16 || n < BT) {
-            block_to_f32(vr, kv->row_bytes, n, hd, f16, vb);
-            v = vb;
-            vs = hd;
-        }
-        uint32_t h = 0;
-        for (; h + 2 <= nq; h += 2)
-            PV_COLS(2, it->out + (size_t)h * hd, hd, pb + h * BT, ab + h, v, vs, n);
-        for (; h < nq; h++)
-            PV_COLS(1, it->out + (size_t)h * hd, hd, pb + h * BT, ab + h, v, vs, n);
+        if (bi + ATTN_PF_BLOCKS < n_blocks)
+            prefetch_v(kv, it, bi + ATTN_PF_BLOCKS, head_bytes);
+        /* o = o * alpha + p . V. */
+        pv_block(it->out, nq, hd, pb, ab, vr, kv->row_bytes, n, f16);
     }
 
     for (uint32_t h = 0; h < nq; h++) {
