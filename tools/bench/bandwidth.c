@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Read bandwidth: XOR of every 64-byte line of a buffer with four independent accumulators
- * (enough loads in flight for one core to reach its streaming limit), with and without the
- * software prefetch the vec_dot kernels issue, compiled for AVX-512, AVX2 and generic
- * x86-64 and picked from the CPU's features; best of N passes, threads released together
- * by a barrier and each timing its own read. Reused by every picolm-bench subcommand that
- * reports an effective bandwidth against the machine's. */
+ * (enough loads in flight for one core to reach its streaming limit), plain and with each
+ * software prefetch the kernels issue (and the T0 one they used to), compiled for AVX-512, AVX2 and
+ * generic x86-64 and picked from the CPU's features; best of N passes, threads released together by
+ * a barrier and each timing its own read. Reused by every picolm-bench subcommand that reports an
+ * effective bandwidth against the machine's. */
 #include "bandwidth.h"
 
 #include <errno.h>
@@ -17,20 +17,21 @@
 
 typedef long long v8ll __attribute__((vector_size(64)));
 
-/* Four independent XOR chains over 4 lines per iteration; with PF, each iteration first
- * hints the 4 lines PL_QUANT_PREFETCH_BYTES ahead, as the vec_dot kernels do (prefetches
- * past the end are harmless hints: they never fault). */
-#define READ_LOOP_BODY(PF)                                                                         \
+/* Four independent XOR chains over 4 lines per iteration; with a prefetch, each iteration
+ * first hints the 4 lines DIST bytes ahead with locality LOC (3: PREFETCHT0, 0:
+ * PREFETCHNTA on x86), as the kernels do (prefetches past the end are harmless hints: they
+ * never fault). DIST 0: plain loads. */
+#define READ_LOOP_BODY(LOC, DIST)                                                                  \
     const v8ll *v = p;                                                                             \
     v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
     size_t n = len / sizeof(v8ll);                                                                 \
     for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
-        if (PF) {                                                                                  \
-            const char *q = (const char *)(v + i) + PL_QUANT_PREFETCH_BYTES;                       \
-            __builtin_prefetch(q, 0, 3);                                                           \
-            __builtin_prefetch(q + 64, 0, 3);                                                      \
-            __builtin_prefetch(q + 128, 0, 3);                                                     \
-            __builtin_prefetch(q + 192, 0, 3);                                                     \
+        if (DIST) {                                                                                \
+            const char *q = (const char *)(v + i) + (DIST);                                        \
+            __builtin_prefetch(q, 0, LOC);                                                         \
+            __builtin_prefetch(q + 64, 0, LOC);                                                    \
+            __builtin_prefetch(q + 128, 0, LOC);                                                   \
+            __builtin_prefetch(q + 192, 0, LOC);                                                   \
         }                                                                                          \
         a0 ^= v[i];                                                                                \
         a1 ^= v[i + 1];                                                                            \
@@ -43,45 +44,36 @@ typedef long long v8ll __attribute__((vector_size(64)));
         s ^= a0[k];                                                                                \
     return s;
 
-#if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx512f"))) static long long read_avx512(const void *p, size_t len) {
-    READ_LOOP_BODY(0)
-}
-
-__attribute__((target("avx512f"))) static long long read_avx512_pf(const void *p, size_t len) {
-    READ_LOOP_BODY(1)
-}
-
-__attribute__((target("avx2"))) static long long read_avx2(const void *p, size_t len) {
-    READ_LOOP_BODY(0)
-}
-
-__attribute__((target("avx2"))) static long long read_avx2_pf(const void *p, size_t len) {
-    READ_LOOP_BODY(1)
-}
-#endif
-
-static long long read_generic(const void *p, size_t len) {
-    READ_LOOP_BODY(0)
-}
-
-static long long read_generic_pf(const void *p, size_t len) {
-    READ_LOOP_BODY(1)
-}
-
 typedef long long (*read_fn)(const void *p, size_t len);
 
+/* One read loop per mode (enum bench_bw_mode's order) for a target: name##_0 .. name##_3. */
+#define DEFINE_READ_LOOPS(name, target)                                                            \
+    target static long long name##_0(const void *p, size_t len){                                   \
+        READ_LOOP_BODY(3, 0)} target static long long name##_1(const void *p,                      \
+                                                               size_t len){READ_LOOP_BODY(         \
+        3, PL_QUANT_PREFETCH_BYTES)} target static long long name##_2(const void *p,               \
+                                                                      size_t len){READ_LOOP_BODY(  \
+        0, PL_QUANT_PREFETCH_BYTES)} target static long long name##_3(const void *p, size_t len) { \
+        READ_LOOP_BODY(0, PL_QUANT_DECODE_PREFETCH_BYTES)                                          \
+    }                                                                                              \
+    static const read_fn name[BENCH_BW_N_MODES] = {name##_0, name##_1, name##_2, name##_3};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_READ_LOOPS(read_avx512, __attribute__((target("avx512f"))))
+DEFINE_READ_LOOPS(read_avx2, __attribute__((target("avx2"))))
+#endif
+/* Elsewhere (aarch64): the compiler's vectors of the target's width. */
+DEFINE_READ_LOOPS(read_generic, )
+
 static read_fn pick_read(enum bench_bw_mode mode) {
-    bool pf = mode == BENCH_BW_PREFETCH;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
-        return pf ? read_avx512_pf : read_avx512;
+        return read_avx512[mode];
     if (__builtin_cpu_supports("avx2"))
-        return pf ? read_avx2_pf : read_avx2;
+        return read_avx2[mode];
 #endif
-    /* Elsewhere (aarch64): the compiler's vectors of the target's width. */
-    return pf ? read_generic_pf : read_generic;
+    return read_generic[mode];
 }
 
 static double now_s(void) {
@@ -150,7 +142,7 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     uint32_t started = 0;
 
     if (!buf || n_threads == 0 || n_threads > MAX_THREADS || passes <= 0 || passes > MAX_PASSES ||
-        (mode != BENCH_BW_PLAIN && mode != BENCH_BW_PREFETCH))
+        (unsigned)mode >= BENCH_BW_N_MODES)
         return -EINVAL;
     read_fn fn = pick_read(mode);
     size_t slice = (len / n_threads) & ~(size_t)255;
@@ -214,13 +206,15 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
 }
 
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes) {
-    double plain = bench_bw_read_mode(buf, len, n_threads, passes, BENCH_BW_PLAIN);
-    if (plain < 0)
-        return plain;
-    double pf = bench_bw_read_mode(buf, len, n_threads, passes, BENCH_BW_PREFETCH);
-    if (pf < 0)
-        return pf;
-    return pf > plain ? pf : plain;
+    double best = 0.0;
+    for (int m = 0; m < BENCH_BW_N_MODES; m++) {
+        double bw = bench_bw_read_mode(buf, len, n_threads, passes, (enum bench_bw_mode)m);
+        if (bw < 0)
+            return bw;
+        if (bw > best)
+            best = bw;
+    }
+    return best;
 }
 
 int bench_bw_measure(size_t len, uint32_t n_threads, int passes, double *ret_bytes_per_s) {

@@ -9,14 +9,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pl/engine_quant.h" /* PL_QUANT_PREFETCH_BYTES */
+#include "pl/engine_quant.h" /* PL_QUANT_PREFETCH_BYTES, PL_QUANT_DECODE_PREFETCH_BYTES */
 
-/* The read loop: plain loads, or loads plus a software prefetch PL_QUANT_PREFETCH_BYTES
- * ahead (engine_quant.h), the distance the vec_dot kernels use: without it a kernel that
- * prefetches can beat the "limit". */
+/* The read loop: plain loads, or loads plus a software prefetch of each line some distance
+ * ahead (engine_quant.h): the kernels' own prefetches (PREFETCHNTA, the per-row vec_dot
+ * kernels' PL_QUANT_PREFETCH_BYTES and the decode kernels' PL_QUANT_DECODE_PREFETCH_BYTES),
+ * and PREFETCHT0 at the per-row distance. Without them a kernel that prefetches can beat the
+ * "limit". On aarch64 the same loops with the compiler's prefetch of locality 0 or 3. */
 enum bench_bw_mode {
     BENCH_BW_PLAIN = 0,
-    BENCH_BW_PREFETCH = 1,
+    BENCH_BW_PREFETCH = 1,         /* T0, PL_QUANT_PREFETCH_BYTES ahead */
+    BENCH_BW_PREFETCH_NTA = 2,     /* NTA, PL_QUANT_PREFETCH_BYTES ahead */
+    BENCH_BW_PREFETCH_NTA_FAR = 3, /* NTA, PL_QUANT_DECODE_PREFETCH_BYTES ahead */
+    BENCH_BW_N_MODES = 4,
 };
 
 /* Best-of-passes read bandwidth in bytes/s of n_threads threads (1..64) reading disjoint
@@ -27,7 +32,7 @@ enum bench_bw_mode {
 double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
                           enum bench_bw_mode mode);
 
-/* The better of the two modes above: the upper bound to compare kernels against. */
+/* The best of the modes above: the upper bound to compare kernels against. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 
 /* Same over a fresh len-byte anonymous mapping (huge pages advised, every page faulted in

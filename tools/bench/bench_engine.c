@@ -63,7 +63,7 @@ static void bw_child_serve(int fd) {
     }
     uint32_t n;
     while (recv(fd, &n, sizeof(n), MSG_WAITALL) == (ssize_t)sizeof(n) && n > 0) {
-        /* bandwidth.c: the better of a plain and a prefetching read loop, on huge pages. */
+        /* bandwidth.c: the best of a plain and the prefetching read loops, on huge pages. */
         double bw = buf == MAP_FAILED ? -1.0 : bench_bw_read(buf, BW_BUF_BYTES, n, BW_PASSES);
         if (send(fd, &bw, sizeof(bw), MSG_NOSIGNAL) != (ssize_t)sizeof(bw))
             break;

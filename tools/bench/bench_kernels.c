@@ -4,7 +4,7 @@
  * scalar references and with the kernel set pl_quant_kernels() picked for this CPU: over a
  * matrix that fits in L2 (compute speed) and over a large one (memory-bound), next to the
  * single-thread read bandwidth measured over the same large buffer in the same run, with
- * and without the kernels' software prefetch (the better one is the ratio's base). */
+ * and without the kernels' software prefetches (the best one is the ratio's base). */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -211,9 +211,10 @@ static void print_text(const struct result *res, size_t n, const struct bw *b,
     double bw = b->best;
     printf("picolm-bench kernels: kernel set '%s', row %d elements, 1 thread\n", pl_quant_isa(),
            N_COLS);
-    printf("read bandwidth (vectorised read loop, %zu MiB): %.2f GB/s with prefetch %d B "
-           "ahead, %.2f GB/s without\n",
-           o->mem_bytes >> 20, GBS(b->prefetch), PL_QUANT_PREFETCH_BYTES, GBS(b->plain));
+    printf("read bandwidth (vectorised read loop, %zu MiB): %.2f GB/s with prefetch (best of T0 "
+           "%d B, NTA %d B and %d B ahead), %.2f GB/s without\n",
+           o->mem_bytes >> 20, GBS(b->prefetch), PL_QUANT_PREFETCH_BYTES, PL_QUANT_PREFETCH_BYTES,
+           PL_QUANT_DECODE_PREFETCH_BYTES, GBS(b->plain));
     printf("%-5s %6s | %9s %9s %7s | %9s %9s %8s %8s\n", "type", "B/row", "L2 ref", "L2 simd",
            "speedup", "mem ref", "mem simd", "simd/bw", "L2/bw");
     for (size_t i = 0; i < n; i++)
@@ -246,19 +247,18 @@ static void print_json(const struct result *res, size_t n, const struct bw *b,
     printf("]}\n");
 }
 
-/* One thread's read bandwidth over buf in both modes; raises b's figures to the new ones
- * where better (called before and after the kernels). Returns 0 or a negative errno. */
+/* One thread's read bandwidth over buf, plain and with the best of the prefetching modes;
+ * raises b's figures to the new ones where better (called before and after the kernels).
+ * Returns 0 or a negative errno. */
 static int measure_bw(const void *buf, size_t len, struct bw *b) {
-    double plain = bench_bw_read_mode(buf, len, 1, BW_PASSES, BENCH_BW_PLAIN);
-    double pf = bench_bw_read_mode(buf, len, 1, BW_PASSES, BENCH_BW_PREFETCH);
-    if (plain <= 0)
-        return (int)plain;
-    if (pf <= 0)
-        return (int)pf;
-    if (plain > b->plain)
-        b->plain = plain;
-    if (pf > b->prefetch)
-        b->prefetch = pf;
+    for (int m = 0; m < BENCH_BW_N_MODES; m++) {
+        double r = bench_bw_read_mode(buf, len, 1, BW_PASSES, (enum bench_bw_mode)m);
+        if (r <= 0)
+            return (int)r;
+        double *dst = m == BENCH_BW_PLAIN ? &b->plain : &b->prefetch;
+        if (r > *dst)
+            *dst = r;
+    }
     b->best = b->plain > b->prefetch ? b->plain : b->prefetch;
     return 0;
 }

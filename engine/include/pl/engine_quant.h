@@ -29,9 +29,11 @@ typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const vo
 typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const void *const *x,
                                      uint32_t nx, float *out);
 
-/* How far ahead (bytes) the SIMD vec_dot kernels software-prefetch the weight stream;
- * benchmarks use the same distance in their read loop so that it stays an upper bound. */
+/* How far ahead (bytes) the SIMD kernels software-prefetch the weight stream (x86:
+ * PREFETCHNTA): the per-row vec_dot kernels, and the decode kernels of the repacked tiled
+ * path; benchmarks prefetch the same way in their read loop so that it stays an upper bound. */
 #define PL_QUANT_PREFETCH_BYTES 4096
+#define PL_QUANT_DECODE_PREFETCH_BYTES 8192
 
 struct pl_quant_kernels {
     pl_quant_to_f32_fn to_f32;     /* NULL: cannot dequantize */
