@@ -75,7 +75,7 @@ static inline uint32_t load_u32(const uint8_t *p) {
 static inline __attribute__((always_inline)) void pf(const void *p, int lines) {
 #pragma GCC unroll 8
     for (int l = 0; l < lines; l++)
-        _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_NTA);
 }
 
 /* ---- F32, F16, BF16 ---- */
