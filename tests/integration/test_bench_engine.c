@@ -2,7 +2,8 @@
 /* picolm-bench engine end to end: a small model written by `picolm-bench mkmodel`, then the
  * engine benchmark's JSON report checked for consistency: every repetition's decode has a
  * ratio to the read bandwidth measured around it, the reported ratio is their median, the
- * effective bandwidth is bytes per token x tok/s; --no-bw drops the bandwidth fields; a bad
+ * effective bandwidth is bytes per token x tok/s, the same against the read loops over the
+ * weights' copy (none without a copy); --no-bw drops the bandwidth fields; a bad
  * option exits 2. Speed itself is not judged here (benchmarks print figures; a shared host's
  * noise would make any threshold flaky). */
 #include <math.h>
@@ -133,6 +134,20 @@ static void test_report_pairs_each_decode_with_its_bandwidth(void **state) {
     assert_true(fabs(tps - REPS / tg_sum) < 0.01 * tps);
     qsort(v, REPS, sizeof(v[0]), cmp_double);
     assert_true(fabs(num(j, "decode_bw_ratio") - v[REPS / 2]) < 1e-4);
+    /* the same against the read loops over the weights' own copy (THP here) */
+    double vw[REPS];
+    nums(j, "decode_bw_ratios_weights", vw);
+    const double bw_w = num(j, "read_gb_s_weights");
+    assert_true(bw_w > 0.0);
+    for (size_t i = 0; i < REPS; i++) {
+        assert_true(vw[i] > 0.0 && isfinite(vw[i]));
+        /* its bandwidth: bytes x tok/s / ratio, and the reported one is their median */
+        bw[i] = bytes * tg[i] * 1e-9 / vw[i];
+    }
+    qsort(vw, REPS, sizeof(vw[0]), cmp_double);
+    qsort(bw, REPS, sizeof(bw[0]), cmp_double);
+    assert_true(fabs(num(j, "decode_bw_ratio_weights") - vw[REPS / 2]) < 1e-4);
+    assert_true(fabs(bw_w - bw[REPS / 2]) < 1e-3 * bw_w + 2e-3);
     /* peak RSS: at least the model file, and the read loop's buffer (1 GiB, in the child)
      * is not in it */
     assert_true(num(j, "peak_rss_bytes") >= num(j, "model_file_bytes"));
@@ -151,6 +166,26 @@ static void test_no_bw_drops_the_bandwidth_fields(void **state) {
     assert_null(pl_json_get(j, "decode_bw_ratio"));
     assert_null(pl_json_get(j, "decode_bw_ratios"));
     assert_null(pl_json_get(j, "read_gb_s_decodes"));
+    assert_null(pl_json_get(j, "read_gb_s_weights"));
+    assert_null(pl_json_get(j, "decode_bw_ratio_weights"));
+    pl_json_free(j);
+}
+
+/* Weights left in the file mapping: no copy to read, so no figures over it (the child's
+ * read loop still runs). */
+static void test_weights_in_file_have_no_copy_figures(void **state) {
+    (void)state;
+    const char *argv[] = {"picolm-bench", "engine", "--model",  g_model, "--threads", "1",
+                          "--reps",       "1",      "--prompt", "8",     "--gen",     "4",
+                          "--weights",    "file",   "--json",   NULL};
+    struct pl_json *j = run_json(argv);
+    const struct pl_json *w = pl_json_get(j, "weights");
+    assert_non_null(w);
+    assert_int_equal(w->type, PL_JSON_STRING);
+    assert_string_equal(w->str, "file");
+    assert_true(num(j, "decode_bw_ratio") > 0.0);
+    assert_null(pl_json_get(j, "read_gb_s_weights"));
+    assert_null(pl_json_get(j, "decode_bw_ratios_weights"));
     pl_json_free(j);
 }
 
@@ -181,6 +216,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_pairs_each_decode_with_its_bandwidth),
         cmocka_unit_test(test_no_bw_drops_the_bandwidth_fields),
+        cmocka_unit_test(test_weights_in_file_have_no_copy_figures),
         cmocka_unit_test(test_bad_options_exit_2),
     };
     return cmocka_run_group_tests(tests, make_model, remove_model);

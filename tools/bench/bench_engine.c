@@ -7,7 +7,8 @@
  * 512-token prompt (fed in chunks of --batch tokens), decode tok/s over 128 tokens, the
  * decode's effective bandwidth (weight bytes read per token x tok/s), its ratio to the read
  * bandwidth measured around it (median over the repetitions) and to the one at the start,
- * and the peak RSS against model + KV cache. */
+ * the same against the read loops over the weights' own copy (in this process, around each
+ * decode: the very bytes the decode reads), and the peak RSS against model + KV cache. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -186,6 +187,15 @@ static uint64_t proc_status_bytes(const char *key) {
     return v;
 }
 
+/* Passes per read loop over the weights' copy (struct results' bw_w). A model that fits in
+ * the caches gets the caches' figure there: only the child's buffer is the memory's. */
+#define BW_W_PASSES 2
+
+/* The read bandwidth of n threads over the weights' copy (bytes/s, <= 0 on failure). */
+static double weights_bw(const struct pl_weights_info *wi, uint32_t n) {
+    return bench_bw_read(wi->base, wi->weight_bytes, n, BW_W_PASSES);
+}
+
 #define MAX_REPS 100
 
 struct results {
@@ -195,6 +205,12 @@ struct results {
     double tg_rep[MAX_REPS]; /* each decode's tok/s */
     double ratio[MAX_REPS];  /* each decode's effective bandwidth / its bw_dec */
     double bw_dec_med, ratio_med;
+    /* The same read loops over the weights' own copy, in this process (0: no copy): the
+     * bytes the decode reads, on the same pages. On a VM whose host backs guest memory with
+     * small pages, a read loop slows as its buffer grows (64 MiB -> 1.1 GiB: 55 -> 33 GB/s
+     * on the Zen 5 VM), and memory placed at different times reads at different speeds. */
+    double bw_w[MAX_REPS], ratio_w[MAX_REPS];
+    double bw_w_med, ratio_w_med;
     uint64_t weight_bytes, file_bytes, kv_bytes, peak_rss, anon_rss, hugetlb;
     struct pl_weights_info wi;
 };
@@ -251,7 +267,7 @@ static void usage(FILE *f) {
                "  --reps N      repetitions of prefill and decode (default 2): tok/s their mean,\n"
                "                the decode's bandwidth ratio their median\n"
                "  --no-bw       skip the read-bandwidth measurements (at the start and around\n"
-               "                each decode)\n"
+               "                each decode; around each decode also over the weights' copy)\n"
                "  --weights M   where the weights live, as picolmd's hugepages setting: auto\n"
                "                (hugetlb, else THP; the default), thp, or file (the mapping)\n"
                "  --json        one JSON object on stdout instead of text\n");
@@ -355,6 +371,8 @@ int bench_engine_main(int argc, char **argv) {
         fprintf(stderr, "engine: placing the weights: %s\n", pl_strerror(r));
         goto out;
     }
+    /* --weights file leaves no copy of our own to read */
+    const bool do_bw_w = do_bw && res.wi.base && res.wi.weight_bytes > 0;
     const struct pl_model_hparams *hp = pl_model_hparams(m);
     const struct pl_gguf *g = pl_model_gguf(m);
     res.weight_bytes = decode_weight_bytes(g);
@@ -396,9 +414,11 @@ int bench_engine_main(int argc, char **argv) {
         pp_sum += dt;
         res.pp_best_tps = PL_MAX(res.pp_best_tps, n_prompt / dt);
         const double bw_pre = do_bw ? bw_child_measure(&bwc, n_threads) : 0.0;
+        const double bw_w_pre = do_bw_w ? weights_bw(&res.wi, n_threads) : 0.0;
         dt = run_decode(c, 1, n_gen, hp->n_vocab, logits, &r);
         if (dt < 0)
             goto fail_run;
+        const double bw_w_post = do_bw_w ? weights_bw(&res.wi, n_threads) : 0.0;
         const double bw_post = do_bw ? bw_child_measure(&bwc, n_threads) : 0.0;
         tg_sum += dt;
         res.tg_rep[i] = n_gen / dt;
@@ -412,6 +432,15 @@ int bench_engine_main(int argc, char **argv) {
             res.bw_dec[i] = PL_MAX(bw_pre, bw_post);
             res.ratio[i] = (double)res.weight_bytes * res.tg_rep[i] / res.bw_dec[i];
         }
+        if (do_bw_w) {
+            if (bw_w_pre <= 0 || bw_w_post <= 0) {
+                fprintf(stderr, "engine: read-bandwidth measurement over the weights failed\n");
+                r = -EIO;
+                goto out;
+            }
+            res.bw_w[i] = PL_MAX(bw_w_pre, bw_w_post);
+            res.ratio_w[i] = (double)res.weight_bytes * res.tg_rep[i] / res.bw_w[i];
+        }
     }
     if (do_bw) {
         double tmp[MAX_REPS];
@@ -419,6 +448,13 @@ int bench_engine_main(int argc, char **argv) {
         res.bw_dec_med = median(tmp, reps);
         memcpy(tmp, res.ratio, reps * sizeof(*tmp));
         res.ratio_med = median(tmp, reps);
+    }
+    if (do_bw_w) {
+        double tmp[MAX_REPS];
+        memcpy(tmp, res.bw_w, reps * sizeof(*tmp));
+        res.bw_w_med = median(tmp, reps);
+        memcpy(tmp, res.ratio_w, reps * sizeof(*tmp));
+        res.ratio_w_med = median(tmp, reps);
     }
     res.pp_tps = n_prompt * reps / pp_sum;
     res.tg_tps = n_gen * reps / tg_sum;
@@ -464,6 +500,14 @@ int bench_engine_main(int argc, char **argv) {
                 printf("%s%.3f", i ? "," : "", res.bw_dec[i] * 1e-9);
             printf("]");
         }
+        if (do_bw_w) {
+            printf(",\"read_gb_s_weights\":%.3f,\"decode_bw_ratio_weights\":%.4f"
+                   ",\"decode_bw_ratios_weights\":[",
+                   res.bw_w_med * 1e-9, res.ratio_w_med);
+            for (uint32_t i = 0; i < reps; i++)
+                printf("%s%.4f", i ? "," : "", res.ratio_w[i]);
+            printf("]");
+        }
         printf(",\"model_file_bytes\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
                ",\"peak_rss_bytes\":%" PRIu64 ",\"rss_overhead_bytes\":%.0f"
                ",\"anon_rss_bytes\":%" PRIu64 ",\"anon_overhead_bytes\":%.0f}\n",
@@ -487,6 +531,14 @@ int bench_engine_main(int argc, char **argv) {
                    res.bw_dec_med * 1e-9, res.ratio_med * 100.0);
             for (uint32_t i = 0; i < reps; i++)
                 printf(" %.1f%%", res.ratio[i] * 100.0);
+            printf(")\n");
+        }
+        if (do_bw_w) {
+            printf("over weights    %.2f GB/s (median; the read loop over the weights' copy) -> "
+                   "decode at %.1f%% (median of",
+                   res.bw_w_med * 1e-9, res.ratio_w_med * 100.0);
+            for (uint32_t i = 0; i < reps; i++)
+                printf(" %.1f%%", res.ratio_w[i] * 100.0);
             printf(")\n");
         }
         printf("peak RSS        %.1f MiB = model %.1f + KV %.1f + %.1f MiB\n",
