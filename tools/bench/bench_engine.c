@@ -191,9 +191,20 @@ static uint64_t proc_status_bytes(const char *key) {
  * the caches gets the caches' figure there: only the child's buffer is the memory's. */
 #define BW_W_PASSES 2
 
-/* The read bandwidth of n threads over the weights' copy (bytes/s, <= 0 on failure). */
-static double weights_bw(const struct pl_weights_info *wi, uint32_t n) {
-    return bench_bw_read(wi->base, wi->weight_bytes, n, BW_W_PASSES);
+/* The read bandwidth of n threads over the weights' copy (bytes/s, <= 0 on failure). The
+ * engine pinned this thread to one CPU, and the read loop's threads would inherit that (two
+ * threads on one core): for the measurement this thread gets back the CPUs it had at the
+ * start (*cpus, NULL: unknown; the read loop pins its workers among them), then its
+ * engine CPU. */
+static double weights_bw(const struct pl_weights_info *wi, uint32_t n, const cpu_set_t *cpus) {
+    cpu_set_t mine;
+    const bool swap = n > 1 && cpus &&
+                      pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) == 0 &&
+                      pthread_setaffinity_np(pthread_self(), sizeof(*cpus), cpus) == 0;
+    const double bw = bench_bw_read(wi->base, wi->weight_bytes, n, BW_W_PASSES);
+    if (swap)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+    return bw;
 }
 
 #define MAX_REPS 100
@@ -361,6 +372,10 @@ int bench_engine_main(int argc, char **argv) {
         }
     }
 
+    /* the CPUs this thread may run on before the engine pins it (weights_bw) */
+    cpu_set_t cpus_start;
+    const cpu_set_t *cpus =
+        sched_getaffinity(0, sizeof(cpus_start), &cpus_start) == 0 ? &cpus_start : NULL;
     struct pl_model_opts mo = {.n_threads = n_threads, .pin_threads = true};
     r = pl_model_load(path, &mo, &m, err, sizeof(err));
     if (r < 0) {
@@ -414,11 +429,11 @@ int bench_engine_main(int argc, char **argv) {
         pp_sum += dt;
         res.pp_best_tps = PL_MAX(res.pp_best_tps, n_prompt / dt);
         const double bw_pre = do_bw ? bw_child_measure(&bwc, n_threads) : 0.0;
-        const double bw_w_pre = do_bw_w ? weights_bw(&res.wi, n_threads) : 0.0;
+        const double bw_w_pre = do_bw_w ? weights_bw(&res.wi, n_threads, cpus) : 0.0;
         dt = run_decode(c, 1, n_gen, hp->n_vocab, logits, &r);
         if (dt < 0)
             goto fail_run;
-        const double bw_w_post = do_bw_w ? weights_bw(&res.wi, n_threads) : 0.0;
+        const double bw_w_post = do_bw_w ? weights_bw(&res.wi, n_threads, cpus) : 0.0;
         const double bw_post = do_bw ? bw_child_measure(&bwc, n_threads) : 0.0;
         tg_sum += dt;
         res.tg_rep[i] = n_gen / dt;
