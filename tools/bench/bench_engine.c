@@ -117,10 +117,25 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median of v[0..n) (n >= 1; sorts v). */
-static double median(double *v, uint32_t n) {
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+#define MAX_REPS 100
+
+/* The median of v[0..n) (1 <= n <= MAX_REPS), v left as it is. */
+static double median_of(const double *v, uint32_t n) {
+    double tmp[MAX_REPS];
+    memcpy(tmp, v, n * sizeof(*tmp));
+    qsort(tmp, n, sizeof(*tmp), cmp_double);
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+/* One decode's bracket: the larger of the read bandwidths before (pre) and after (post)
+ * into *bw, the decode's ratio to it into *ratio. False when either measurement failed. */
+static bool bracket(double pre, double post, uint64_t bytes, double tok_s, double *bw,
+                    double *ratio) {
+    if (pre <= 0 || post <= 0)
+        return false;
+    *bw = PL_MAX(pre, post);
+    *ratio = (double)bytes * tok_s / *bw;
+    return true;
 }
 
 /* ---- Engine runs ---- */
@@ -206,8 +221,6 @@ static double weights_bw(const struct pl_weights_info *wi, uint32_t n, const cpu
         (void)pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
     return bw;
 }
-
-#define MAX_REPS 100
 
 struct results {
     double pp_tps, pp_best_tps, tg_tps, tg_best_tps;
@@ -438,38 +451,22 @@ int bench_engine_main(int argc, char **argv) {
         tg_sum += dt;
         res.tg_rep[i] = n_gen / dt;
         res.tg_best_tps = PL_MAX(res.tg_best_tps, res.tg_rep[i]);
-        if (do_bw) {
-            if (bw_pre <= 0 || bw_post <= 0) {
-                fprintf(stderr, "engine: read-bandwidth measurement failed\n");
-                r = -EIO;
-                goto out;
-            }
-            res.bw_dec[i] = PL_MAX(bw_pre, bw_post);
-            res.ratio[i] = (double)res.weight_bytes * res.tg_rep[i] / res.bw_dec[i];
-        }
-        if (do_bw_w) {
-            if (bw_w_pre <= 0 || bw_w_post <= 0) {
-                fprintf(stderr, "engine: read-bandwidth measurement over the weights failed\n");
-                r = -EIO;
-                goto out;
-            }
-            res.bw_w[i] = PL_MAX(bw_w_pre, bw_w_post);
-            res.ratio_w[i] = (double)res.weight_bytes * res.tg_rep[i] / res.bw_w[i];
+        if ((do_bw && !bracket(bw_pre, bw_post, res.weight_bytes, res.tg_rep[i], &res.bw_dec[i],
+                               &res.ratio[i])) ||
+            (do_bw_w && !bracket(bw_w_pre, bw_w_post, res.weight_bytes, res.tg_rep[i], &res.bw_w[i],
+                                 &res.ratio_w[i]))) {
+            fprintf(stderr, "engine: read-bandwidth measurement failed\n");
+            r = -EIO;
+            goto out;
         }
     }
     if (do_bw) {
-        double tmp[MAX_REPS];
-        memcpy(tmp, res.bw_dec, reps * sizeof(*tmp));
-        res.bw_dec_med = median(tmp, reps);
-        memcpy(tmp, res.ratio, reps * sizeof(*tmp));
-        res.ratio_med = median(tmp, reps);
+        res.bw_dec_med = median_of(res.bw_dec, reps);
+        res.ratio_med = median_of(res.ratio, reps);
     }
     if (do_bw_w) {
-        double tmp[MAX_REPS];
-        memcpy(tmp, res.bw_w, reps * sizeof(*tmp));
-        res.bw_w_med = median(tmp, reps);
-        memcpy(tmp, res.ratio_w, reps * sizeof(*tmp));
-        res.ratio_w_med = median(tmp, reps);
+        res.bw_w_med = median_of(res.bw_w, reps);
+        res.ratio_w_med = median_of(res.ratio_w, reps);
     }
     res.pp_tps = n_prompt * reps / pp_sum;
     res.tg_tps = n_gen * reps / tg_sum;
