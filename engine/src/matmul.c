@@ -71,6 +71,7 @@ static bool amx_usable(void) {
 #endif
 
 static void choose(void) {
+    (void)pl_quant_prefetch(); /* the decode kernels' prefetch setting, before any runs */
 #ifdef PL_MM_HAVE_AVX512
     __builtin_cpu_init();
     use_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") &&

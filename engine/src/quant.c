@@ -4,6 +4,7 @@
  * plus the public half/bfloat16 conversions. Called by the model loader and forward pass. */
 #include "pl/engine_quant.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -93,6 +94,56 @@ const char *pl_quant_isa(void) {
     pl_quant_init();
     return active_isa;
 }
+
+/* ---- Weight-stream prefetch ---- */
+
+/* One distance: decimal, 256..65536, a multiple of 64 (whole cache lines). *end: past it. */
+static int parse_pf_bytes(const char *s, const char **end, uint32_t *out) {
+    uint32_t v = 0;
+    const char *p = s;
+    while (*p >= '0' && *p <= '9' && p - s < 6)
+        v = v * 10u + (uint32_t)(*p++ - '0');
+    if (p == s || (*p >= '0' && *p <= '9') || v < 256 || v > 65536 || v % 64 != 0)
+        return -EINVAL;
+    *end = p;
+    *out = v;
+    return 0;
+}
+
+int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
+    struct pl_quant_prefetch c;
+    const char *p;
+    if (!s || !out)
+        return -EINVAL;
+    c = *out;
+    if (!strncmp(s, "t0", 2)) {
+        c.hint = PL_QUANT_PF_T0;
+        p = s + 2;
+    } else if (!strncmp(s, "nta", 3)) {
+        c.hint = PL_QUANT_PF_NTA;
+        p = s + 3;
+    } else {
+        return -EINVAL;
+    }
+    if (*p == ':' && parse_pf_bytes(p + 1, &p, &c.bytes) != 0)
+        return -EINVAL;
+    if (*p == ':' && parse_pf_bytes(p + 1, &p, &c.decode_bytes) != 0)
+        return -EINVAL;
+    if (*p != '\0')
+        return -EINVAL;
+    *out = c;
+    return 0;
+}
+
+#if !(defined(PL_QUANT_HAVE_ARCH) && (defined(__x86_64__) || defined(__i386__)))
+/* Elsewhere the setting is fixed: the NEON kernels' non-temporal prefetch (PICOLM_PREFETCH
+ * is not read). */
+const struct pl_quant_prefetch *pl_quant_prefetch(void) {
+    static const struct pl_quant_prefetch neon = {PL_QUANT_PF_NTA, PL_QUANT_PREFETCH_BYTES,
+                                                  PL_QUANT_PREFETCH_BYTES, "fixed"};
+    return &neon;
+}
+#endif
 
 /* ---- Half and bfloat16 ---- */
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Read bandwidth: XOR of every 64-byte line of a buffer with four independent accumulators
- * (enough loads in flight for one core to reach its streaming limit), plain and with each
- * software prefetch the kernels issue (and the T0 one they used to), compiled for AVX-512, AVX2 and
- * generic x86-64 and picked from the CPU's features; best of N passes, threads released together by
+ * (enough loads in flight for one core to reach its streaming limit), plain and with T0 and
+ * NTA software prefetches at the kernels' distances, compiled for AVX-512, AVX2 and generic
+ * x86-64 and picked from the CPU's features; best of N passes, threads released together by
  * a barrier and each timing its own read. Reused by every picolm-bench subcommand that reports an
  * effective bandwidth against the machine's. */
 #include "bandwidth.h"
@@ -44,19 +44,19 @@ typedef long long v8ll __attribute__((vector_size(64)));
         s ^= a0[k];                                                                                \
     return s;
 
-typedef long long (*read_fn)(const void *p, size_t len);
+typedef long long (*read_fn)(const void *p, size_t len, size_t dist);
 
-/* One read loop per mode (enum bench_bw_mode's order) for a target: name##_0 .. name##_3. */
+/* One read loop per hint for a target: name##_plain (dist unused), name##_t0, name##_nta. */
 #define DEFINE_READ_LOOPS(name, target)                                                            \
-    target static long long name##_0(const void *p, size_t len){                                   \
-        READ_LOOP_BODY(3, 0)} target static long long name##_1(const void *p,                      \
-                                                               size_t len){READ_LOOP_BODY(         \
-        3, PL_QUANT_PREFETCH_BYTES)} target static long long name##_2(const void *p,               \
-                                                                      size_t len){READ_LOOP_BODY(  \
-        0, PL_QUANT_PREFETCH_BYTES)} target static long long name##_3(const void *p, size_t len) { \
-        READ_LOOP_BODY(0, PL_QUANT_DECODE_PREFETCH_BYTES)                                          \
+    target static long long name##_plain(const void *p, size_t len, size_t dist) {                 \
+        (void)dist;                                                                                \
+        READ_LOOP_BODY(3, 0)                                                                       \
     }                                                                                              \
-    static const read_fn name[BENCH_BW_N_MODES] = {name##_0, name##_1, name##_2, name##_3};
+    target static long long name##_t0(const void *p, size_t len, size_t dist){READ_LOOP_BODY(      \
+        3, dist)} target static long long name##_nta(const void *p, size_t len, size_t dist) {     \
+        READ_LOOP_BODY(0, dist)                                                                    \
+    }                                                                                              \
+    static const read_fn name[3] = {name##_plain, name##_t0, name##_nta};
 
 #if defined(__x86_64__) || defined(__i386__)
 DEFINE_READ_LOOPS(read_avx512, __attribute__((target("avx512f"))))
@@ -65,15 +65,22 @@ DEFINE_READ_LOOPS(read_avx2, __attribute__((target("avx2"))))
 /* Elsewhere (aarch64): the compiler's vectors of the target's width. */
 DEFINE_READ_LOOPS(read_generic, )
 
-static read_fn pick_read(enum bench_bw_mode mode) {
+/* The loop of a mode (0 plain, 1 T0, 2 NTA) and its prefetch distance. */
+static read_fn pick_read(enum bench_bw_mode mode, size_t *dist) {
+    const struct pl_quant_prefetch *pf = pl_quant_prefetch();
+    const int hint = mode == BENCH_BW_PLAIN                              ? 0
+                     : mode == BENCH_BW_T0 || mode == BENCH_BW_T0_DECODE ? 1
+                                                                         : 2;
+    *dist =
+        mode == BENCH_BW_T0_DECODE || mode == BENCH_BW_NTA_DECODE ? pf->decode_bytes : pf->bytes;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
-        return read_avx512[mode];
+        return read_avx512[hint];
     if (__builtin_cpu_supports("avx2"))
-        return read_avx2[mode];
+        return read_avx2[hint];
 #endif
-    return read_generic[mode];
+    return read_generic[hint];
 }
 
 static double now_s(void) {
@@ -87,6 +94,7 @@ struct bw_job {
     const uint8_t *base;
     size_t len;
     read_fn fn;
+    size_t dist;
     uint32_t cpu;
     int passes;
     double *t_start, *t_end; /* [passes]: this worker's own clock around its read */
@@ -123,7 +131,7 @@ static void *bw_worker(void *arg) {
     for (int pass = 0; pass < j->passes; pass++) {
         (void)pthread_barrier_wait(j->bar);
         j->t_start[pass] = now_s();
-        j->sink ^= j->fn(j->base, j->len);
+        j->sink ^= j->fn(j->base, j->len, j->dist);
         j->t_end[pass] = now_s();
     }
     return NULL;
@@ -144,7 +152,8 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     if (!buf || n_threads == 0 || n_threads > MAX_THREADS || passes <= 0 || passes > MAX_PASSES ||
         (unsigned)mode >= BENCH_BW_N_MODES)
         return -EINVAL;
-    read_fn fn = pick_read(mode);
+    size_t dist;
+    read_fn fn = pick_read(mode, &dist);
     size_t slice = (len / n_threads) & ~(size_t)255;
     if (slice == 0)
         return -EINVAL;
@@ -152,7 +161,7 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
         volatile long long sink = 0;
         for (int pass = 0; pass < passes; pass++) {
             double t0 = now_s();
-            sink ^= fn(buf, slice);
+            sink ^= fn(buf, slice, dist);
             double dt = now_s() - t0;
             if (dt > 0 && (double)slice / dt > best)
                 best = (double)slice / dt;
@@ -164,15 +173,11 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     if (pthread_barrier_init(&bar, NULL, n_threads) != 0)
         return -EAGAIN;
     for (uint32_t i = 0; i < n_threads; i++) {
-        jobs[i] = (struct bw_job){&bar,
-                                  (const uint8_t *)buf + i * slice,
-                                  slice,
-                                  fn,
-                                  i,
-                                  passes,
-                                  stamps[0][i],
-                                  stamps[1][i],
-                                  0};
+        jobs[i] = (struct bw_job){&bar,         (const uint8_t *)buf + i * slice,
+                                  slice,        fn,
+                                  dist,         i,
+                                  passes,       stamps[0][i],
+                                  stamps[1][i], 0};
         if (pthread_create(&th[i], NULL, bw_worker, &jobs[i]) != 0)
             break;
         started++;
@@ -205,9 +210,21 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     return best;
 }
 
+const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf) {
+    return pf->hint == PL_QUANT_PF_NTA ? "nta" : "t0";
+}
+
+bool bench_bw_mode_distinct(enum bench_bw_mode mode) {
+    const struct pl_quant_prefetch *pf = pl_quant_prefetch();
+    return (mode != BENCH_BW_T0_DECODE && mode != BENCH_BW_NTA_DECODE) ||
+           pf->decode_bytes != pf->bytes;
+}
+
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes) {
     double best = 0.0;
     for (int m = 0; m < BENCH_BW_N_MODES; m++) {
+        if (!bench_bw_mode_distinct((enum bench_bw_mode)m))
+            continue;
         double bw = bench_bw_read_mode(buf, len, n_threads, passes, (enum bench_bw_mode)m);
         if (bw < 0)
             return bw;

@@ -6,23 +6,31 @@
 #ifndef PL_TOOLS_BANDWIDTH_H
 #define PL_TOOLS_BANDWIDTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pl/engine_quant.h" /* PL_QUANT_PREFETCH_BYTES, PL_QUANT_DECODE_PREFETCH_BYTES */
+#include "pl/engine_quant.h" /* pl_quant_prefetch() */
 
 /* The read loop: plain loads, or loads plus a software prefetch of each line some distance
- * ahead (engine_quant.h): the kernels' own prefetches (PREFETCHNTA, the per-row vec_dot
- * kernels' PL_QUANT_PREFETCH_BYTES and the decode kernels' PL_QUANT_DECODE_PREFETCH_BYTES),
- * and PREFETCHT0 at the per-row distance. Without them a kernel that prefetches can beat the
- * "limit". On aarch64 the same loops with the compiler's prefetch of locality 0 or 3. */
+ * ahead: PREFETCHT0 and PREFETCHNTA, each at the distances the kernels use on this CPU
+ * (pl_quant_prefetch(): the per-row vec_dot kernels' and the decode kernels'), whichever
+ * hint the kernels take. Without them a kernel that prefetches can beat the "limit". On
+ * aarch64 the same loops with the compiler's prefetch of locality 3 or 0. */
 enum bench_bw_mode {
     BENCH_BW_PLAIN = 0,
-    BENCH_BW_PREFETCH = 1,         /* T0, PL_QUANT_PREFETCH_BYTES ahead */
-    BENCH_BW_PREFETCH_NTA = 2,     /* NTA, PL_QUANT_PREFETCH_BYTES ahead */
-    BENCH_BW_PREFETCH_NTA_FAR = 3, /* NTA, PL_QUANT_DECODE_PREFETCH_BYTES ahead */
-    BENCH_BW_N_MODES = 4,
+    BENCH_BW_T0 = 1,         /* T0, pl_quant_prefetch()->bytes ahead */
+    BENCH_BW_NTA = 2,        /* NTA, the same distance */
+    BENCH_BW_T0_DECODE = 3,  /* T0, pl_quant_prefetch()->decode_bytes ahead */
+    BENCH_BW_NTA_DECODE = 4, /* NTA, the same distance */
+    BENCH_BW_N_MODES = 5,
 };
+
+/* "t0" or "nta": the kernels' hint in pf, for reports. */
+const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf);
+
+/* False for the decode distance's modes where it equals the per-row one (the same loops). */
+bool bench_bw_mode_distinct(enum bench_bw_mode mode);
 
 /* Best-of-passes read bandwidth in bytes/s of n_threads threads (1..64) reading disjoint
  * slices of [buf, buf + len) (borrowed; already faulted in by the caller), passes 1..64.
@@ -32,7 +40,7 @@ enum bench_bw_mode {
 double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
                           enum bench_bw_mode mode);
 
-/* The best of the modes above: the upper bound to compare kernels against. */
+/* The best of the distinct modes above: the upper bound to compare kernels against. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 
 /* Same over a fresh len-byte anonymous mapping (huge pages advised, every page faulted in

@@ -402,6 +402,7 @@ int bench_engine_main(int argc, char **argv) {
     /* --weights file leaves no copy of our own to read */
     const bool do_bw_w = do_bw && res.wi.base && res.wi.weight_bytes > 0;
     const struct pl_model_hparams *hp = pl_model_hparams(m);
+    const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     const struct pl_gguf *g = pl_model_gguf(m);
     res.weight_bytes = decode_weight_bytes(g);
     res.file_bytes = pl_gguf_file_size(g);
@@ -496,6 +497,8 @@ int bench_engine_main(int argc, char **argv) {
                hp->n_layer, hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing,
                res.wi.packed, res.pp_tps, res.pp_best_tps, res.tg_tps, res.tg_best_tps,
                res.weight_bytes, eff * 1e-9);
+        printf(",\"prefetch\":\"%s:%u:%u\",\"prefetch_source\":\"%s\"", bench_pf_hint_name(pf),
+               pf->bytes, pf->decode_bytes, pf->source);
         printf(",\"decode_tok_s_reps\":[");
         for (uint32_t i = 0; i < reps; i++)
             printf("%s%.2f", i ? "," : "", res.tg_rep[i]);
@@ -528,6 +531,8 @@ int bench_engine_main(int argc, char **argv) {
         printf("model           %s (%s, isa %s, tiles %s, %" PRIu32 " threads)\n", path,
                main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads);
         printf("weights         on %s (%s)\n", res.wi.backing, res.wi.reason);
+        printf("prefetch        %s, %u B ahead (decode kernels %u B), from %s\n",
+               bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->source);
         printf("prefill         %.2f tok/s (best %.2f; %" PRIu32 " tokens, chunks of %" PRIu32
                ")\n",
                res.pp_tps, res.pp_best_tps, n_prompt, n_batch);

@@ -208,13 +208,15 @@ struct bw {
 
 static void print_text(const struct result *res, size_t n, const struct bw *b,
                        const struct opts *o) {
+    const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     double bw = b->best;
     printf("picolm-bench kernels: kernel set '%s', row %d elements, 1 thread\n", pl_quant_isa(),
            N_COLS);
+    printf("kernels' prefetch %s, %u B ahead (decode kernels %u B), from %s\n",
+           bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->source);
     printf("read bandwidth (vectorised read loop, %zu MiB): %.2f GB/s with prefetch (best of T0 "
-           "%d B, NTA %d B and %d B ahead), %.2f GB/s without\n",
-           o->mem_bytes >> 20, GBS(b->prefetch), PL_QUANT_PREFETCH_BYTES, PL_QUANT_PREFETCH_BYTES,
-           PL_QUANT_DECODE_PREFETCH_BYTES, GBS(b->plain));
+           "and NTA, %u B and %u B ahead), %.2f GB/s without\n",
+           o->mem_bytes >> 20, GBS(b->prefetch), pf->bytes, pf->decode_bytes, GBS(b->plain));
     printf("%-5s %6s | %9s %9s %7s | %9s %9s %8s %8s\n", "type", "B/row", "L2 ref", "L2 simd",
            "speedup", "mem ref", "mem simd", "simd/bw", "L2/bw");
     for (size_t i = 0; i < n; i++)
@@ -229,13 +231,15 @@ static void print_text(const struct result *res, size_t n, const struct bw *b,
 
 static void print_json(const struct result *res, size_t n, const struct bw *b,
                        const struct opts *o) {
+    const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     double bw = b->best;
     printf("{\"bench\":\"kernels\",\"isa\":\"%s\",\"n_cols\":%d,\"threads\":1,"
            "\"l2_matrix_bytes\":%zu,\"mem_matrix_bytes\":%zu,\"read_bw_gbs\":%.3f,"
-           "\"read_bw_prefetch_gbs\":%.3f,\"read_bw_plain_gbs\":%.3f,\"prefetch_bytes\":%d,"
+           "\"read_bw_prefetch_gbs\":%.3f,\"read_bw_plain_gbs\":%.3f,\"prefetch_hint\":\"%s\","
+           "\"prefetch_bytes\":%u,\"prefetch_decode_bytes\":%u,\"prefetch_source\":\"%s\","
            "\"types\":[",
            pl_quant_isa(), N_COLS, o->l2_bytes, o->mem_bytes, GBS(bw), GBS(b->prefetch),
-           GBS(b->plain), PL_QUANT_PREFETCH_BYTES);
+           GBS(b->plain), bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->source);
     for (size_t i = 0; i < n; i++)
         printf("%s{\"type\":\"%s\",\"row_bytes\":%llu,\"l2_ref_gbs\":%.3f,\"l2_simd_gbs\":%.3f,"
                "\"speedup_l2\":%.2f,\"mem_ref_gbs\":%.3f,\"mem_simd_gbs\":%.3f,"
@@ -252,6 +256,8 @@ static void print_json(const struct result *res, size_t n, const struct bw *b,
  * Returns 0 or a negative errno. */
 static int measure_bw(const void *buf, size_t len, struct bw *b) {
     for (int m = 0; m < BENCH_BW_N_MODES; m++) {
+        if (!bench_bw_mode_distinct((enum bench_bw_mode)m))
+            continue;
         double r = bench_bw_read_mode(buf, len, 1, BW_PASSES, (enum bench_bw_mode)m);
         if (r <= 0)
             return (int)r;

@@ -27,6 +27,7 @@
 #include "matmul.h"
 #include "pl/engine_quant.h"
 #include "quant_blocks.h"
+#include "quant_x86.h"
 #include "vexp_avx512.h"
 #include "pl/engine_types.h"
 
@@ -692,23 +693,21 @@ DEFINE_ROWS_CHUNK(rows_chunk8, 256, PL_MM_HALF)
 _Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_NT_DISPATCH covers 2 .. 8 vectors");
 
 /* The decode kernels' weight stream: the lines of [row + from, row + to) that start in it,
- * each once, prefetched with PREFETCHNTA. Called per super-block with the range
- * VEC_PF_BYTES ahead of it, so the sweep runs that far ahead of the loads, one line at a
- * time. 8 KB, twice the per-row kernels' PL_QUANT_PREFETCH_BYTES: `picolm-bench decode` on
- * the Zen 5 machine, the median of 8 alternating runs each, memory / read loop with 4 KB ->
- * 8 KB (T0 then): Q4_K 0.81-0.85 -> 0.89-0.98, Q6_K 0.82-0.87 -> 0.84-0.88, Q4_0 0.83-0.84 ->
- * 0.84-0.88, Q8_0 0.86-0.87 -> 0.87-0.90 (rows of 2048 and 5632); 6 KB was between, 12 KB no
- * better than 4 KB (with NTA: 6 KB and 12 KB both a little below 8 KB). NTA rather than T0:
- * the weights are read once per token, and the non-temporal fill streams faster on this
- * core (the same read loop with NTA prefetches: 8-30% above T0's, so bandwidth.c measures
- * with both); over 256 MiB, 6 alternating runs, the medians of memory / the T0 read loop
- * went Q4_K 0.84 -> 0.89, Q6_K 0.89 -> 0.95, Q4_0 0.86 -> 0.90, Q8_0 0.87 -> 0.96, L2-sized
- * matrices unchanged. */
-#define VEC_PF_BYTES PL_QUANT_DECODE_PREFETCH_BYTES
+ * each once, prefetched with the process's hint (pl_quant_x86_pf). Called per super-block
+ * with the range VEC_PF_BYTES ahead of it, so the sweep runs that far ahead of the loads, one
+ * line at a time. On the Zen 5 machine 8 KB, twice the per-row kernels' distance:
+ * `picolm-bench decode`, the median of 8 alternating runs each, memory / read loop with 4 KB
+ * -> 8 KB (T0 then): Q4_K 0.81-0.85 -> 0.89-0.98, Q6_K 0.82-0.87 -> 0.84-0.88, Q4_0 0.83-0.84
+ * -> 0.84-0.88, Q8_0 0.86-0.87 -> 0.87-0.90 (rows of 2048 and 5632); 6 KB was between, 12 KB
+ * no better than 4 KB (with NTA: 6 KB and 12 KB both a little below 8 KB); NTA over T0 there:
+ * Q4_K 0.84 -> 0.89, Q6_K 0.89 -> 0.95, Q4_0 0.86 -> 0.90, Q8_0 0.87 -> 0.96, L2-sized
+ * matrices unchanged. On Intel, T0 2 KB ahead (quant_x86.c). */
+#define VEC_PF_BYTES ((size_t)pl_quant_x86_pf.decode_bytes)
 static inline __attribute__((always_inline)) void pf_sweep(const uint8_t *row, size_t from,
                                                            size_t to) {
-    for (size_t o = (from + 63) & ~(size_t)63; o < to; o += 64)
-        _mm_prefetch((const char *)row + o, _MM_HINT_NTA);
+    const size_t o0 = (from + 63) & ~(size_t)63;
+    if (o0 < to)
+        pl_x86_pf_lines((const char *)row + o0, (int)((to - o0 + 63) / 64));
 }
 
 /* The sweep for super-blocks [s, s + k) of sb bytes each: their bytes, VEC_PF_BYTES on. */
@@ -1011,9 +1010,8 @@ q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struc
     const __m512i zero = _mm512_setzero_si512();
     __m512i r;
     if (k == 4) {
-        const char *pf = (const char *)w + (size_t)s0 * sizeof(struct pl_block_q4_K) + VEC_PF_BYTES;
-        for (int l = 0; l < 10; l++)
-            _mm_prefetch(pf + 64 * l, _MM_HINT_NTA);
+        pl_x86_pf_lines((const char *)w + (size_t)s0 * sizeof(struct pl_block_q4_K) + VEC_PF_BYTES,
+                        10);
         const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0]);
         const __m512i z1 = q4kp_sb(w, v, n, s0 + 1, &g->dd[1]);
         const __m512i z2 = q4kp_sb(w, v, n, s0 + 2, &g->dd[2]);

@@ -67,15 +67,11 @@ static inline uint32_t load_u32(const uint8_t *p) {
     return v;
 }
 
-/* Software prefetch of the weight stream, PF_DIST bytes ahead (see quant_avx512.c): the
- * hardware prefetchers alone leave these kernels well short of the bus. Prefetches past
- * the end of a row are harmless hints. `lines` 64-byte lines from p + PF_DIST. Always inlined
- * (see quant_avx512.c: GCC may delete calls to a function made only of prefetches). */
-#define PF_DIST PL_QUANT_PREFETCH_BYTES
+/* Software prefetch of the weight stream, as quant_avx512.c's: the hardware prefetchers
+ * alone leave these kernels well short of the bus. `lines` 64-byte lines from
+ * pl_quant_x86_pf.bytes past p. */
 static inline __attribute__((always_inline)) void pf(const void *p, int lines) {
-#pragma GCC unroll 8
-    for (int l = 0; l < lines; l++)
-        _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_NTA);
+    pl_x86_pf_lines((const char *)p + pl_quant_x86_pf.bytes, lines);
 }
 
 /* ---- F32, F16, BF16 ---- */
@@ -634,6 +630,7 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
 /* ---- The table ---- */
 
 void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+    (void)pl_quant_prefetch(); /* the kernels' prefetch setting, before any of them runs */
     table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
     table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;
     table[PL_GGML_TYPE_F16].from_f32 = f16_from_f32;

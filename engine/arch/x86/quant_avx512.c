@@ -63,20 +63,11 @@ static inline __m512i counts2(int c0, int c1) {
 
 /* Software prefetch of the weight stream: decode reads every weight once, and a kernel
  * that spends a few cycles per cache line does not keep enough misses in flight on its own
- * for the hardware prefetchers to reach the bus limit. PF_DIST bytes ahead: 1.5 KB served
- * cores reading 15-20 GB/s; a Zen 5 core reading 45 GB/s needs ~4 KB in flight (Q6_K rows
- * from memory: 0.84 of the read loop at 1.5 KB, 0.92-0.95 at 4 KB). PREFETCHNTA: the
- * weights are read once, and NTA fills stream faster than T0 on Zen 5 (matmul_avx512.c's
- * pf_sweep; `picolm-bench kernels` over 256 MiB, Q4_K 25.5 -> 26.6-30.0 GB/s, Q6_K 26.0 ->
- * 28.0-33.9). Prefetches past the end of the row (or buffer) are harmless hints: they never
- * fault. `lines` 64-byte lines from p + PF_DIST.
- * Always inlined: GCC 12 takes a function made only of prefetches for one without side
- * effects and deletes calls to it that it did not inline (inside always_inline kernels). */
-#define PF_DIST PL_QUANT_PREFETCH_BYTES
+ * for the hardware prefetchers to reach the bus limit. pl_quant_x86_pf.bytes ahead, with its
+ * hint (quant_x86.c: a Zen 5 core reading 45 GB/s needs ~4 KB in flight, NTA; an Intel core
+ * reading 16-18 GB/s is fastest at 2 KB with T0). `lines` 64-byte lines from there. */
 static inline __attribute__((always_inline)) void pf(const void *p, int lines) {
-#pragma GCC unroll 8
-    for (int l = 0; l < lines; l++)
-        _mm_prefetch((const char *)p + PF_DIST + 64 * l, _MM_HINT_NTA);
+    pl_x86_pf_lines((const char *)p + pl_quant_x86_pf.bytes, lines);
 }
 
 /* ---- F32, F16, BF16 ---- */
@@ -298,9 +289,8 @@ b32_vec_dot(enum b32_kind k, int64_t n, const uint8_t *w, const uint8_t *x, int 
     assert(n % 32 == 0);
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *wg = w + i * ws, *xg = x + i * xs;
-        /* the group spans 8 * ws bytes: prefetch its lines PF_DIST ahead */
-        for (int l = 0; l < 8 * ws; l += 64)
-            _mm_prefetch((const char *)wg + PF_DIST + l, _MM_HINT_NTA);
+        /* the group spans 8 * ws bytes: prefetch its lines */
+        pf(wg, (8 * ws + 63) / 64);
         __m512 dw = f16x2_gather8(wg, gw), dx = f16x2_gather8(xg, gx);
         __m512 s = _mm512_mul_ps(dw, dx);
         _mm256_store_ps(s8, _mm512_castps512_ps256(s));
@@ -1071,6 +1061,7 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
 /* ---- The table ---- */
 
 void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsigned flags) {
+    (void)pl_quant_prefetch(); /* the kernels' prefetch setting, before any of them runs */
     /* GFNI and VBMI use the AVX-512 state the caller has checked; they are optional
      * (Cascade Lake has neither) */
     __builtin_cpu_init();

@@ -12,6 +12,28 @@
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
 
+/* The weight-stream prefetch the kernels issue (pl_quant_prefetch()'s setting), read in their
+ * loops. Written once, by the first pl_quant_prefetch() call; the fillers below make that
+ * call, so no kernel runs before it. */
+extern struct pl_quant_prefetch pl_quant_x86_pf;
+
+/* Prefetch `lines` 64-byte lines from p with that hint. Prefetches past the end of a row
+ * (or buffer) are harmless hints: they never fault. The hint is an immediate, so each
+ * branch has its own instructions; the branch is the same on every call of a process.
+ * Always inlined: GCC 12 takes a function made only of prefetches for one without side
+ * effects and deletes calls to it that it did not inline (inside always_inline kernels). */
+static inline __attribute__((always_inline)) void pl_x86_pf_lines(const char *p, int lines) {
+    if (pl_quant_x86_pf.hint == PL_QUANT_PF_NTA) {
+#pragma GCC unroll 16
+        for (int l = 0; l < lines; l++)
+            __builtin_prefetch(p + 64 * l, 0, 0);
+    } else {
+#pragma GCC unroll 16
+        for (int l = 0; l < lines; l++)
+            __builtin_prefetch(p + 64 * l, 0, 3);
+    }
+}
+
 /* Overwrite the entries of table (indexed by enum pl_ggml_type) that the ISA accelerates.
  * The caller must have checked pl_quant_x86_supported() for that ISA: these functions
  * execute its instructions. The AVX-512 set is applied on top of the AVX2 one. */

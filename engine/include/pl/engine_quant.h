@@ -29,11 +29,36 @@ typedef float (*pl_quant_vec_dot_fn)(int64_t n, const void *restrict w, const vo
 typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const void *const *x,
                                      uint32_t nx, float *out);
 
-/* How far ahead (bytes) the SIMD kernels software-prefetch the weight stream (x86:
- * PREFETCHNTA): the per-row vec_dot kernels, and the decode kernels of the repacked tiled
- * path; benchmarks prefetch the same way in their read loop so that it stays an upper bound. */
+/* How far ahead (bytes) the NEON kernels software-prefetch the weight stream (non-temporal
+ * hint). The x86 kernels take theirs from pl_quant_prefetch(). */
 #define PL_QUANT_PREFETCH_BYTES 4096
-#define PL_QUANT_DECODE_PREFETCH_BYTES 8192
+
+/* How the SIMD kernels software-prefetch the weight stream (each weight is read once per
+ * token): the hint and how far ahead, for the per-row vec_dot kernels and for the decode
+ * kernels of the repacked tiled path. Chosen once per process from the CPU, because the best
+ * hint differs between x86 vendors: on AMD Zen cores PREFETCHNTA streams fastest (4 KB ahead
+ * per row, 8 KB in the decode kernels); on Intel cores an NTA fill skips L2 and its
+ * streamer, halving a core's bandwidth, and PREFETCHT0 2 KB ahead is best (see quant_x86.c
+ * for the figures). PICOLM_PREFETCH=t0|nta[:BYTES[:DECODE_BYTES]] overrides (x86 only;
+ * BYTES 256..65536, multiples of 64); an invalid value keeps the CPU's choice and says so in
+ * `source`. Benchmarks read memory the same way, so that their read loop stays an upper
+ * bound for the kernels. */
+enum pl_quant_pf_hint {
+    PL_QUANT_PF_NTA = 0, /* __builtin_prefetch locality 0: PREFETCHNTA */
+    PL_QUANT_PF_T0 = 3,  /* locality 3: PREFETCHT0 */
+};
+struct pl_quant_prefetch {
+    int hint;              /* enum pl_quant_pf_hint */
+    uint32_t bytes;        /* per-row vec_dot kernels: distance ahead of the loads */
+    uint32_t decode_bytes; /* decode kernels of the repacked tiled path */
+    const char *source;    /* why: "amd", "intel", "default", "PICOLM_PREFETCH",
+                              "PICOLM_PREFETCH invalid"; "fixed" off x86; static) */
+};
+/* The process's setting (decided on first use; thread-safe; never NULL). */
+const struct pl_quant_prefetch *pl_quant_prefetch(void);
+/* Parses a PICOLM_PREFETCH value into *out (hint and distances; source untouched), given the
+ * CPU's choice in *out for what the value leaves out. 0, or -EINVAL (out unchanged). */
+int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out);
 
 struct pl_quant_kernels {
     pl_quant_to_f32_fn to_f32;     /* NULL: cannot dequantize */

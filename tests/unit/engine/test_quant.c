@@ -5,6 +5,7 @@
  * quantizer output and real model tensors; dot products against double-precision dots of
  * the decoded operands; quantize round trips; fp16/bf16 conversions exhaustively against a
  * ldexp-based reference. The model part needs PICOLM_TEST_DATA (else: exit 77 at the end). */
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -405,6 +406,109 @@ static void test_force_scalar_selects_references(void **state) {
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* ---- weight-stream prefetch setting ---- */
+
+static void test_prefetch_parse(void **state) {
+    (void)state;
+    const struct pl_quant_prefetch base = {PL_QUANT_PF_T0, 2048, 4096, "x"};
+    static const struct {
+        const char *s;
+        int hint;
+        uint32_t bytes, decode_bytes;
+    } ok[] = {
+        {"t0", PL_QUANT_PF_T0, 2048, 4096},
+        {"nta", PL_QUANT_PF_NTA, 2048, 4096},
+        {"nta:1024", PL_QUANT_PF_NTA, 1024, 4096},
+        {"t0:256:65536", PL_QUANT_PF_T0, 256, 65536},
+        {"nta:4096:8192", PL_QUANT_PF_NTA, 4096, 8192},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct pl_quant_prefetch c = base;
+        assert_int_equal(pl_quant_prefetch_parse(ok[i].s, &c), 0);
+        assert_int_equal(c.hint, ok[i].hint);
+        assert_int_equal(c.bytes, ok[i].bytes);
+        assert_int_equal(c.decode_bytes, ok[i].decode_bytes);
+        assert_ptr_equal(c.source, base.source);
+    }
+    static const char *const bad[] = {"",         "t1",        "T0",         "nta ",
+                                      "t0:",      "t0:192",    "t0:65600",   "t0:1000",
+                                      "t0:1024:", "t0:1:2:3",  "nta2048",    "t0:99999999999",
+                                      "t0:-64",   "t0:1024:x", "nta:4096:0", "t0:0x400"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct pl_quant_prefetch c = base;
+        assert_int_equal(pl_quant_prefetch_parse(bad[i], &c), -EINVAL);
+        assert_memory_equal(&c, &base, sizeof(c)); /* unchanged */
+    }
+    assert_int_equal(pl_quant_prefetch_parse(NULL, &(struct pl_quant_prefetch){0}), -EINVAL);
+    assert_int_equal(pl_quant_prefetch_parse("t0", NULL), -EINVAL);
+}
+
+/* In a child (the setting is decided once per process): the setting pl_quant_prefetch()
+ * reports with PICOLM_PREFETCH=env (NULL: unset). 0 when it matches want (source compared
+ * by name), else 1. */
+static void check_prefetch_child(const char *env, const struct pl_quant_prefetch *want) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (env)
+            setenv("PICOLM_PREFETCH", env, 1);
+        else
+            unsetenv("PICOLM_PREFETCH");
+        const struct pl_quant_prefetch *p = pl_quant_prefetch();
+        const int same = p && p == pl_quant_prefetch() && p->hint == want->hint &&
+                         p->bytes == want->bytes && p->decode_bytes == want->decode_bytes &&
+                         !strcmp(p->source, want->source);
+        if (!same && p)
+            fprintf(stderr, "PICOLM_PREFETCH=%s: hint %d, %u / %u B, source %s\n",
+                    env ? env : "(unset)", p->hint, p->bytes, p->decode_bytes, p->source);
+        _exit(same ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* The CPU's choice without PICOLM_PREFETCH; the variable overrides it on x86 (an invalid
+ * value keeps the choice and says so); elsewhere the fixed NEON setting ignores it. Must run
+ * before anything here decides the setting (children fork from this process). */
+static void test_prefetch_setting_and_env(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork(); /* the CPU's own choice, read in a child */
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        unsetenv("PICOLM_PREFETCH");
+        const struct pl_quant_prefetch *p = pl_quant_prefetch();
+        ssize_t w = write(fds[1], p, sizeof(*p));
+        _exit(w == (ssize_t)sizeof(*p) ? 0 : 1);
+    }
+    struct pl_quant_prefetch cpu;
+    assert_int_equal(read(fds[0], &cpu, sizeof(cpu)), (ssize_t)sizeof(cpu));
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    (void)close(fds[0]);
+    (void)close(fds[1]);
+    /* cpu.source points to static storage: a forked child's address is valid here too */
+    assert_true(cpu.hint == PL_QUANT_PF_T0 || cpu.hint == PL_QUANT_PF_NTA);
+    assert_true(cpu.bytes >= 256 && cpu.bytes <= 65536 && cpu.bytes % 64 == 0);
+    assert_true(cpu.decode_bytes >= 256 && cpu.decode_bytes <= 65536 && cpu.decode_bytes % 64 == 0);
+    check_prefetch_child(NULL, &cpu);
+#if defined(__x86_64__) || defined(__i386__)
+    assert_true(!strcmp(cpu.source, "amd") || !strcmp(cpu.source, "intel"));
+    check_prefetch_child(
+        "nta:512:1024", &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 512, 1024, "PICOLM_PREFETCH"});
+    check_prefetch_child("t0:3072", &(struct pl_quant_prefetch){
+                                        PL_QUANT_PF_T0, 3072, cpu.decode_bytes, "PICOLM_PREFETCH"});
+    struct pl_quant_prefetch kept = cpu;
+    kept.source = "PICOLM_PREFETCH invalid";
+    check_prefetch_child("t0:100", &kept);
+#else
+    assert_string_equal(cpu.source, "fixed");
+    check_prefetch_child("nta:512:1024", &cpu);
+#endif
 }
 
 /* ---- fp16 / bf16 ---- */
@@ -1280,6 +1384,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         /* first: forks before this process builds its dispatch table */
         cmocka_unit_test(test_force_scalar_selects_references),
+        cmocka_unit_test(test_prefetch_setting_and_env),
+        cmocka_unit_test(test_prefetch_parse),
         cmocka_unit_test(test_block_sizes_match_format_and_type_table),
         cmocka_unit_test(test_dispatch_table_covers_compute_types),
         cmocka_unit_test(test_fp16_to_f32_all_values_match_definition),

@@ -606,6 +606,25 @@ static void test_variants(void **state) {
     assert_ptr_equal(a->vec_dot, b->vec_dot);
 }
 
+/* Under PICOLM_PREFETCH (CTest runs this file again with each hint at extreme distances,
+ * so both prefetch branches of every kernel run on every machine) the kernels take the
+ * variable's setting. */
+static void test_prefetch_env_honoured(void **state) {
+    (void)state;
+    const char *e = getenv("PICOLM_PREFETCH");
+    const struct pl_quant_prefetch *p = pl_quant_prefetch();
+    struct pl_quant_prefetch want = *p;
+    if (!e || !e[0]) {
+        assert_true(!strcmp(p->source, "amd") || !strcmp(p->source, "intel"));
+        return;
+    }
+    assert_string_equal(p->source, "PICOLM_PREFETCH");
+    assert_int_equal(pl_quant_prefetch_parse(e, &want), 0);
+    assert_int_equal(p->hint, want.hint);
+    assert_int_equal(p->bytes, want.bytes);
+    assert_int_equal(p->decode_bytes, want.decode_bytes);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--force-scalar-child") == 0)
         return force_scalar_child();
@@ -616,6 +635,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_force_scalar_keeps_reference),
         cmocka_unit_test(test_isa_lookup_rejects_bad_input),
         cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_prefetch_env_honoured),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     if (r == 0 && n_isas_checked == 0)
