@@ -382,6 +382,14 @@ static void test_dispatch_table_covers_compute_types(void **state) {
     assert_true(strlen(pl_quant_isa()) > 0);
 }
 
+/* Waits for child pid; it must have exited with status 0. */
+static void expect_child_ok(pid_t pid) {
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* In a child (the dispatch table is built once per process): PICOLM_FORCE_SCALAR=1 selects
  * the references everywhere. Must run before anything initialises the table here. */
 static void test_force_scalar_selects_references(void **state) {
@@ -402,10 +410,7 @@ static void test_force_scalar_selects_references(void **state) {
         }
         _exit(bad);
     }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_ok(pid);
 }
 
 /* ---- weight-stream prefetch setting ---- */
@@ -465,10 +470,7 @@ static void check_prefetch_child(const char *env, const struct pl_quant_prefetch
                     env ? env : "(unset)", p->hint, p->bytes, p->decode_bytes, p->source);
         _exit(same ? 0 : 1);
     }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_ok(pid);
 }
 
 /* The CPU's choice without PICOLM_PREFETCH; the variable overrides it on x86 (an invalid
@@ -488,7 +490,7 @@ static void test_prefetch_setting_and_env(void **state) {
     }
     struct pl_quant_prefetch cpu;
     assert_int_equal(read(fds[0], &cpu, sizeof(cpu)), (ssize_t)sizeof(cpu));
-    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    expect_child_ok(pid);
     (void)close(fds[0]);
     (void)close(fds[1]);
     /* cpu.source points to static storage: a forked child's address is valid here too */
