@@ -84,7 +84,7 @@ static bool cpu_zen(void) {
 static const struct pl_quant_prefetch pf_zen = {PL_QUANT_PF_NTA, 4096, 8192, "amd"};
 static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, "intel"};
 
-struct pl_quant_prefetch pl_quant_x86_pf = {PL_QUANT_PF_T0, 2048, 2048, "default"};
+struct pl_quant_prefetch pl_quant_x86_pf; /* pf_choose() sets it before any kernel runs */
 static pthread_once_t pf_control = PTHREAD_ONCE_INIT;
 
 static void pf_choose(void) {

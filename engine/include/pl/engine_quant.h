@@ -51,7 +51,7 @@ struct pl_quant_prefetch {
     int hint;              /* enum pl_quant_pf_hint */
     uint32_t bytes;        /* per-row vec_dot kernels: distance ahead of the loads */
     uint32_t decode_bytes; /* decode kernels of the repacked tiled path */
-    const char *source;    /* why: "amd", "intel", "default", "PICOLM_PREFETCH",
+    const char *source;    /* why: "amd", "intel", "PICOLM_PREFETCH",
                               "PICOLM_PREFETCH invalid"; "fixed" off x86; static) */
 };
 /* The process's setting (decided on first use; thread-safe; never NULL). */
