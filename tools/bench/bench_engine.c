@@ -504,23 +504,23 @@ int bench_engine_main(int argc, char **argv) {
             printf("%s%.2f", i ? "," : "", res.tg_rep[i]);
         printf("]");
         if (do_bw) {
-            printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio_start\":%.4f"
-                   ",\"read_gb_s_decode\":%.3f,\"decode_bw_ratio\":%.4f,\"decode_bw_ratios\":[",
+            printf(",\"read_gb_s_1t\":%.3f,\"read_gb_s\":%.3f,\"decode_bw_ratio_start\":%.6g"
+                   ",\"read_gb_s_decode\":%.3f,\"decode_bw_ratio\":%.6g,\"decode_bw_ratios\":[",
                    res.bw1 * 1e-9, res.bwn * 1e-9, ratio_start, res.bw_dec_med * 1e-9,
                    res.ratio_med);
             for (uint32_t i = 0; i < reps; i++)
-                printf("%s%.4f", i ? "," : "", res.ratio[i]);
+                printf("%s%.6g", i ? "," : "", res.ratio[i]);
             printf("],\"read_gb_s_decodes\":[");
             for (uint32_t i = 0; i < reps; i++)
                 printf("%s%.3f", i ? "," : "", res.bw_dec[i] * 1e-9);
             printf("]");
         }
         if (do_bw_w) {
-            printf(",\"read_gb_s_weights\":%.3f,\"decode_bw_ratio_weights\":%.4f"
+            printf(",\"read_gb_s_weights\":%.3f,\"decode_bw_ratio_weights\":%.6g"
                    ",\"decode_bw_ratios_weights\":[",
                    res.bw_w_med * 1e-9, res.ratio_w_med);
             for (uint32_t i = 0; i < reps; i++)
-                printf("%s%.4f", i ? "," : "", res.ratio_w[i]);
+                printf("%s%.6g", i ? "," : "", res.ratio_w[i]);
             printf("]");
         }
         printf(",\"model_file_bytes\":%" PRIu64 ",\"kv_bytes\":%" PRIu64
