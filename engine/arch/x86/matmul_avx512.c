@@ -716,8 +716,22 @@ static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int
     pf_sweep(row, VEC_PF_BYTES + (size_t)s * sb, VEC_PF_BYTES + (size_t)(s + k) * sb);
 }
 
+/* The steady state's form of the sweep: LINES (a constant after inlining) lines from
+ * VEC_PF_BYTES past the start of super-block s, an unaligned address. Called once per step of
+ * STEP bytes with LINES = ceil(STEP / 64), it covers every line too, a few of them twice (a
+ * line straddling two steps), without the sweep's variable count: on the Intel VM (T0 2 KB),
+ * `picolm-bench decode` from memory, rows of 2048, three alternating runs, sweep -> this:
+ * Q8_0 13.3-13.8 -> 14.3-14.8 GB/s, Q4_0 12.2-12.8 -> 12.4-13.1, Q6_K (vec_q6_Kp, steps of 4
+ * super-blocks; PICOLM_ISA=avx512) 12.5-13.0 -> 13.2-13.5; in the engine (TinyLlama shape, 1
+ * thread) Q8_0 13.2 -> 13.7-14.0 tok/s, Q4_0 23.7 -> 24.0-24.2. */
+static inline __attribute__((always_inline)) void pf_step(const uint8_t *row, int64_t s, size_t sb,
+                                                          int lines) {
+    pl_x86_pf_lines((const char *)row + VEC_PF_BYTES + (size_t)s * sb, lines);
+}
+
 /* Decode of Q4_0 / Q8_0: one token, one row at a time, super-blocks in order: a single
- * forward stream, with the prefetch sweep above (VEC_PF_BYTES ahead, each line once).
+ * forward stream, prefetched VEC_PF_BYTES ahead (pf_step per pair of super-blocks, the sweep
+ * for the odd one at a row's end).
  * Measured on a Zen 5 core (47 GB/s read loop, TinyLlama-sized rows of 2048 and 5632): two
  * rows interleaved, each super-block prefetching the same one of the next row pair, reached
  * 0.58-0.63 (Q4_0) and 0.73-0.78 (Q8_0) of the read bandwidth; a sweep over the pair, 0.86-0.94
@@ -809,7 +823,7 @@ static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int
             int64_t s = 0;                                                                         \
             for (; s + 2 <= n_sb; s += 2) {                                                        \
                 struct unpacked u0, u1;                                                            \
-                pf_sbs(r0, s, 2, (sb_bytes));                                                      \
+                pf_step(r0, s, (sb_bytes), (int)((2 * (sb_bytes) + 63) / 64));                     \
                 unpack(r0, s, &u0);                                                                \
                 unpack(r0, s + 1, &u1);                                                            \
                 /* the trees of both super-blocks side by side (lanes 0 and 8), added to           \
@@ -1182,7 +1196,10 @@ static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
         for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             float dd[4] = {0.0f};
-            pf_sbs(row, s0, k, sb);
+            if (k == 4)
+                pf_step(row, s0, sb, (int)((4 * sizeof(struct pl_block_q6_K) + 63) / 64));
+            else
+                pf_sbs(row, s0, k, sb);
             const __m512i z0 = q6kp_sb(row, v, n, s0, &dd[0]);
             const __m512i z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1]) : zero;
             const __m512i z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2]) : zero;
