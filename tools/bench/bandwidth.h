@@ -40,7 +40,18 @@ bool bench_bw_mode_distinct(enum bench_bw_mode mode);
 double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
                           enum bench_bw_mode mode);
 
-/* The best of the distinct modes above: the upper bound to compare kernels against. */
+/* Every distinct mode, each with `passes` passes, in an order that leaves the lines as the
+ * kernels would find them: the modes with the hint the kernels do not take first, then one
+ * untimed pass of the kernels' own hint at their decode distance, then the plain loop and the
+ * kernels' hint. A pass with one hint changes how fast the next pass over the same lines
+ * reads: on the Intel VM of 2026-12-04, after one NTA pass over 256 MiB the next plain, T0 or
+ * kernel pass over it read ~18% slower (a decode kernel 12.0 against 15.0 GB/s) until those
+ * lines were read once more. ret[m]: mode m's bandwidth (0 for a mode not distinct). Returns
+ * the best (> 0), the upper bound to compare kernels against, or bench_bw_read_mode's error. */
+double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int passes,
+                           double ret[BENCH_BW_N_MODES]);
+
+/* bench_bw_read_modes's best, without the figures per mode. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 
 /* Same over a fresh len-byte anonymous mapping (huge pages advised, every page faulted in

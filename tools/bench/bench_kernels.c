@@ -255,15 +255,14 @@ static void print_json(const struct result *res, size_t n, const struct bw *b,
  * raises b's figures to the new ones where better (called before and after the kernels).
  * Returns 0 or a negative errno. */
 static int measure_bw(const void *buf, size_t len, struct bw *b) {
+    double per_mode[BENCH_BW_N_MODES];
+    const double r = bench_bw_read_modes(buf, len, 1, BW_PASSES, per_mode);
+    if (r <= 0)
+        return (int)r;
     for (int m = 0; m < BENCH_BW_N_MODES; m++) {
-        if (!bench_bw_mode_distinct((enum bench_bw_mode)m))
-            continue;
-        double r = bench_bw_read_mode(buf, len, 1, BW_PASSES, (enum bench_bw_mode)m);
-        if (r <= 0)
-            return (int)r;
         double *dst = m == BENCH_BW_PLAIN ? &b->plain : &b->prefetch;
-        if (r > *dst)
-            *dst = r;
+        if (per_mode[m] > *dst)
+            *dst = per_mode[m];
     }
     b->best = b->plain > b->prefetch ? b->plain : b->prefetch;
     return 0;
