@@ -1043,8 +1043,7 @@ q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struc
     const __m512i zero = _mm512_setzero_si512();
     __m512i r;
     if (k == 4) {
-        pl_x86_pf_lines((const char *)w + (size_t)s0 * sizeof(struct pl_block_q4_K) + VEC_PF_BYTES,
-                        10);
+        pf_step(w, s0, sizeof(struct pl_block_q4_K), 10);
         const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0]);
         const __m512i z1 = q4kp_sb(w, v, n, s0 + 1, &g->dd[1]);
         const __m512i z2 = q4kp_sb(w, v, n, s0 + 2, &g->dd[2]);
