@@ -229,12 +229,12 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
     const bool own_nta = pl_quant_prefetch()->hint == PL_QUANT_PF_NTA;
     const enum bench_bw_mode settle = own_nta ? BENCH_BW_NTA_DECODE : BENCH_BW_T0_DECODE;
     double best = 0.0;
-    bool other_ran = false;
     for (int m = 0; m < BENCH_BW_N_MODES; m++)
         ret[m] = 0.0;
-    /* round 0: the other hint's modes; 1: the plain loop and the kernels' hint */
+    /* round 0: the other hint's modes (its per-row one is always distinct, so one runs);
+     * 1: the settling pass, then the plain loop and the kernels' hint */
     for (int round = 0; round < 2; round++) {
-        if (round == 1 && other_ran) {
+        if (round == 1) {
             const double bw = bench_bw_read_mode(buf, len, n_threads, 1, settle);
             if (bw < 0)
                 return bw;
@@ -248,7 +248,6 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
             if (bw < 0)
                 return bw;
             ret[m] = bw;
-            other_ran |= other;
             if (bw > best)
                 best = bw;
         }
