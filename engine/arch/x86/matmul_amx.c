@@ -22,7 +22,9 @@
  * elements' products as words, whose low and high bytes are blended back into element order.
  * Q4_K's elements are taken in the order its nibbles lie (chunk c: sub-blocks s_a(c) and
  * s_a(c) + 2, s_a = 0, 1, 4, 5), and its activations are laid out in the same order; Q6_K
- * keeps element order.
+ * takes the AVX-512 kernels' lane order (layout 16, q6k_lanes.h: chunk c holds 4 elements of
+ * every sub-block), from the GGUF blocks or from the layout those kernels repack Q6_K into
+ * at load, which it then shares with them: the decode steps go to their vec_q6_Kp.
  *
  * Per token the operations do not depend on the other tokens of the tile, nor on how many
  * there are: full tiles (16 tokens, 512-bit float vectors) and half tiles (8 tokens,
@@ -35,6 +37,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "q6k_lanes.h"
 #include "quant_blocks.h"
 #include "pl/engine_types.h"
 
@@ -82,14 +85,15 @@ static inline uint32_t q4k_group(uint32_t p) {
     return 8 * (s_a[c] + (k < 8 ? 0 : 2)) + k % 8;
 }
 
-/* Q8_K activations; order 1: Q4_K's, else element order. sub: elements per sub-block
- * (32: Q4_K, 16: Q6_K) for the sums fs and ns. */
+/* Q8_K activations; order 1: Q4_K's, else layout 16's (group 16c + j: elements 16j + 4c ..
+ * 16j + 4c + 3). sub: elements per sub-block (32: Q4_K, 16: Q6_K) for the sums fs and ns. */
 static inline void prep_q8_K(const void *xq, int64_t n, uint8_t *lay, uint32_t nt, uint32_t t,
                              uint32_t sub, int order) {
     const struct pl_block_q8_K *b = xq;
     for (int64_t s = 0; s < n / 256; s++) {
         for (uint32_t p = 0; p < 64; p++)
-            memcpy(pl_mm_lay_qs(lay, n, nt, s, p, t), b[s].qs + 4 * (order ? q4k_group(p) : p), 4);
+            memcpy(pl_mm_lay_qs(lay, n, nt, s, p, t),
+                   b[s].qs + 4 * (order ? q4k_group(p) : 4 * (p % 16) + p / 16), 4);
         for (uint32_t j = 0; j < 8; j++)
             pl_mm_lay_da(lay, n, nt, s, j)[t] = b[s].d;
         for (uint32_t j = 0; j < 16; j++) {
@@ -169,57 +173,55 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_
     }
 }
 
-/* Q6_K without widening: the 64 values of a chunk (in element order; 128-bit lane l holds
- * sub-block 4 c + l) are multiplied by their sub-block's scale with VPMADDUBSW against a
- * vector of the scale in every even (then every odd) byte, so the even elements' products
- * and the odd elements' come out as words; the offset 32 x scale is subtracted and the low
- * and high bytes of the words are interleaved back into element order by byte blends. */
+/* Q6_K without widening, from the four registers of layout 16 (q6k_lanes.h): register c is
+ * chunk c, its dword j 4 elements of sub-block j, so one vector of scales serves every
+ * chunk. The values are multiplied by their sub-block's scale with VPMADDUBSW against the
+ * scale in every even (then every odd) byte, so the even elements' products and the odd
+ * elements' come out as words; the offset 32 x scale is subtracted and the low and high bytes
+ * of the words are interleaved back into order by byte blends. */
+static inline void q6_lohi(const __m512i w[4], const int8_t *scales, uint8_t *lo, int8_t *hi) {
+    const __m512i off32 = _mm512_set1_epi8(32);
+    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
+    const __m512i scb =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)scales));
+    /* dword j: byte indices j, -, j, - (even bytes; - is 0x80: zero) and -, j, -, j (odd) */
+    const __m512i j = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i ce = _mm512_or_si512(_mm512_or_si512(j, _mm512_slli_epi32(j, 16)),
+                                       _mm512_set1_epi32((int)0x80008000u));
+    const __m512i co = _mm512_or_si512(_mm512_slli_epi16(ce, 8), _mm512_set1_epi16((short)0x0080));
+    const __m512i be = _mm512_shuffle_epi8(scb, ce), bo = _mm512_shuffle_epi8(scb, co);
+    const __m512i offw = _mm512_maddubs_epi16(off32, be); /* 32 x scale */
+    for (int c = 0; c < 4; c++) {
+        const __m512i e = _mm512_sub_epi16(_mm512_maddubs_epi16(w[c], be), offw);
+        const __m512i o = _mm512_sub_epi16(_mm512_maddubs_epi16(w[c], bo), offw);
+        _mm512_store_si512(lo + 64 * c, _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
+        _mm512_store_si512(hi + 64 * c, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
+    }
+}
+
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
                                float *dmin, float *mn) {
     const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)row + s;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
-    const __m512i off32 = _mm512_set1_epi8(32);
-    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
+    __m512i w[4];
     (void)mn;
+    pl_q6k_lanes(b, w);
     *d = h2f(b->d);
     *dmin = 0.0f;
-    const __m512i scb =
-        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)b->scales));
-    for (int h = 0; h < 2; h++) {
-        const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
-        const __m512i qh = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h)));
-        /* elements 128h + [0, 64): low nibbles, qh bits 0-1 (first 32) and 2-3 (next 32);
-         * 128h + [64, 128): high nibbles, qh bits 4-5 and 6-7 */
-        const __m512i sa = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-        const __m512i sb = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-        const __m512i za =
-            _mm512_or_si512(_mm512_and_si512(l, m4),
-                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sa), m2), 4));
-        const __m512i zb =
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sb), m2), 4));
-        for (int k = 0; k < 2; k++) {
-            const int c = 2 * h + k; /* chunk: elements 64c .. 64c + 63 */
-            const __m512i z = k ? zb : za;
-            /* scale 4c + lane in every even byte (odd bytes zero), and in every odd byte */
-#define CE(x) ((long long)(0x8000800080008000ull | 0x0001000100010001ull * (uint64_t)(x)))
-            const __m512i ce =
-                _mm512_set_epi64(CE(4 * c + 3), CE(4 * c + 3), CE(4 * c + 2), CE(4 * c + 2),
-                                 CE(4 * c + 1), CE(4 * c + 1), CE(4 * c), CE(4 * c));
-#undef CE
-            const __m512i co =
-                _mm512_or_si512(_mm512_slli_epi16(ce, 8), _mm512_set1_epi16((short)0x0080));
-            const __m512i be = _mm512_shuffle_epi8(scb, ce), bo = _mm512_shuffle_epi8(scb, co);
-            const __m512i offw = _mm512_maddubs_epi16(off32, be); /* 32 x scale */
-            const __m512i e = _mm512_sub_epi16(_mm512_maddubs_epi16(z, be), offw);
-            const __m512i o = _mm512_sub_epi16(_mm512_maddubs_epi16(z, bo), offw);
-            _mm512_store_si512(lo + 64 * c,
-                               _mm512_mask_blend_epi8(odd, e, _mm512_slli_epi16(o, 8)));
-            _mm512_store_si512(hi + 64 * c,
-                               _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(e, 8), o));
-        }
-    }
+    q6_lohi(w, b->scales, lo, hi);
+}
+
+/* The same from the packed layout. */
+static inline void unpack_q6_Kp(const uint8_t *row, int64_t s, uint8_t *lo, int8_t *hi, float *d,
+                                float *dmin, float *mn) {
+    const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q6_K);
+    __m512i w[4];
+    uint16_t dh;
+    (void)mn;
+    pl_q6kp_lanes(p, w);
+    memcpy(&dh, p + PL_Q6KP_D, sizeof(dh));
+    *d = h2f(dh);
+    *dmin = 0.0f;
+    q6_lohi(w, (const int8_t *)(p + PL_Q6KP_SC), lo, hi);
 }
 
 /* ---- The row kernel ---- */
@@ -319,6 +321,8 @@ DEFINE_AMX_ROWS(rows_q4_K, 512, PL_MM_TILE, unpack_q4_K, 1, sizeof(struct pl_blo
 DEFINE_AMX_ROWS(rows_q6_K, 512, PL_MM_TILE, unpack_q6_K, 0, sizeof(struct pl_block_q6_K))
 DEFINE_AMX_ROWS(rows8_q4_K, 256, PL_MM_HALF, unpack_q4_K, 1, sizeof(struct pl_block_q4_K))
 DEFINE_AMX_ROWS(rows8_q6_K, 256, PL_MM_HALF, unpack_q6_K, 0, sizeof(struct pl_block_q6_K))
+DEFINE_AMX_ROWS(rows_q6_Kp, 512, PL_MM_TILE, unpack_q6_Kp, 0, sizeof(struct pl_block_q6_K))
+DEFINE_AMX_ROWS(rows8_q6_Kp, 256, PL_MM_HALF, unpack_q6_Kp, 0, sizeof(struct pl_block_q6_K))
 
 /* ---- The kernel table ---- */
 
@@ -333,10 +337,22 @@ static struct pl_mm_tile_kernel k_q4_K = {
 static struct pl_mm_tile_kernel k_q6_K = {
     PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_K,   NULL, rows8_q6_K,
     AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
+/* Q6_K repacked at load into the AVX-512 kernels' layout (where they have one): the tiles
+ * here, the decode steps their vec_q6_Kp / vec_q6_Kpn (the same vectors: layout 16). */
+static struct pl_mm_tile_kernel k_q6_Kp = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_Kp,  NULL, rows8_q6_Kp,
+    AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
 
 void pl_mm_amx_init(void) {
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);
-    k_q6_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q6_K);
+    const struct pl_mm_tile_kernel *q6 = pl_mm_avx512_kernel(PL_GGML_TYPE_Q6_K);
+    k_q6_K.dec = q6;
+    if (q6 && q6->packed && q6->packed->vec_rows && q6->repack) {
+        k_q6_Kp.vec_rows = q6->packed->vec_rows;
+        k_q6_Kp.vec_rowsn = q6->packed->vec_rowsn;
+        k_q6_K.packed = &k_q6_Kp;
+        k_q6_K.repack = q6->repack;
+    }
 }
 
 const struct pl_mm_tile_kernel *pl_mm_amx_kernel(uint32_t type) {

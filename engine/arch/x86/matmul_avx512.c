@@ -26,6 +26,7 @@
 
 #include "matmul.h"
 #include "pl/engine_quant.h"
+#include "q6k_lanes.h"
 #include "quant_blocks.h"
 #include "quant_x86.h"
 #include "vexp_avx512.h"
@@ -152,22 +153,7 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u
 
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u) {
     const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)row + s;
-    const __m512i l0 = _mm512_loadu_si512(b->ql), l1 = _mm512_loadu_si512(b->ql + 64);
-    const __m512i qh = _mm512_loadu_si512(b->qh);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
-    /* lane j: half h = j / 8, quarter s = (j % 8) / 2, 16-element half of it j % 2 */
-    const __m512i lsh = _mm512_set_epi32(4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0);
-    const __m512i hsh = _mm512_set_epi32(6, 6, 4, 4, 2, 2, 0, 0, 6, 6, 4, 4, 2, 2, 0, 0);
-    for (int k = 0; k < 4; k++) {
-        __m512i il = _mm512_set_epi32(28 + k, 24 + k, 20 + k, 16 + k, 28 + k, 24 + k, 20 + k,
-                                      16 + k, 12 + k, 8 + k, 4 + k, k, 12 + k, 8 + k, 4 + k, k);
-        __m512i ih = _mm512_set_epi32(12 + k, 8 + k, 12 + k, 8 + k, 12 + k, 8 + k, 12 + k, 8 + k,
-                                      4 + k, k, 4 + k, k, 4 + k, k, 4 + k, k);
-        __m512i lo =
-            _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, il, l1), lsh), m4);
-        __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(ih, qh), hsh), m2);
-        u->w[k] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
-    }
+    pl_q6k_lanes(b, u->w);
     u->d = h2f(b->d);
     u->dmin = 0.0f;
     u->scale = _mm512_castsi512_ps(
@@ -275,20 +261,12 @@ static inline void unpack_q8_0(const uint8_t *row, int64_t s, struct unpacked *u
  * the same bits, hence every product is bit-identical to the GGUF layout's. */
 
 /* The nibble planes of the packed layouts (Q4_0, Q4_K, and Q6_K's low 4 bits): w[0..3],
- * each byte < 16, as [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4 at p. */
+ * each byte < 16, as [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4 at p (read back by
+ * pl_nibbles_load, q6k_lanes.h). */
 static inline void nibbles_store(uint8_t *p, const __m512i w[4]) {
     /* nibbles are < 16: shifting a qword left by 4 moves none into the next byte */
     _mm512_storeu_si512(p, _mm512_or_si512(w[0], _mm512_slli_epi64(w[2], 4)));
     _mm512_storeu_si512(p + 64, _mm512_or_si512(w[1], _mm512_slli_epi64(w[3], 4)));
-}
-
-static inline void nibbles_load(const uint8_t *p, __m512i w[4]) {
-    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    w[0] = _mm512_and_si512(lo, m4);
-    w[1] = _mm512_and_si512(hi, m4);
-    w[2] = _mm512_and_si512(_mm512_srli_epi64(lo, 4), m4);
-    w[3] = _mm512_and_si512(_mm512_srli_epi64(hi, 4), m4);
 }
 
 #define Q40P_SC 128 /* offset of the 8 fp16 block scales in a packed Q4_0 super-block */
@@ -296,7 +274,7 @@ static inline void nibbles_load(const uint8_t *p, __m512i w[4]) {
 
 static inline void unpack_q4_0p(const uint8_t *row, int64_t s, struct unpacked *u) {
     const uint8_t *p = row + (size_t)s * 8 * sizeof(struct pl_block_q4_0);
-    nibbles_load(p, u->w);
+    pl_nibbles_load(p, u->w);
     blocks_scale(_mm_loadu_si128((const __m128i *)(const void *)(p + Q40P_SC)), u);
 }
 
@@ -365,7 +343,7 @@ static inline __m256i fields6(uint64_t x) {
 
 static inline void unpack_q4_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
     const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q4_K);
-    nibbles_load(p, u->w);
+    pl_nibbles_load(p, u->w);
     u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(p + Q4KP_SC))));
     u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(p + Q4KP_MN))));
     uint32_t dd;
@@ -399,30 +377,18 @@ static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
 
 /* Q6_K, repacked (with GFNI and VBMI, as Q4_K). The GGUF layout spreads each 6-bit quant
  * over a nibble of ql and two bits of qh in an order the lanes do not follow: unpack_q6_K
- * spends 32 operations on it. Repacked, each super-block keeps its 210 bytes:
- *   [64] w[0] | w[2] << 4, [64] w[1] | w[3] << 4   (the low 4 bits of unpack_q6_K's
- *        registers, as packed Q4_0)
- *   [64] their high 2 bits: w[0] >> 4 | w[1] >> 4 << 2 | w[2] >> 4 << 4 | w[3] >> 4 << 6
- *   [16] the 16 scales (int8), [2] d (fp16)                                            */
-#define Q6KP_SC 192
-#define Q6KP_D 208
-
+ * spends 32 operations on it. Repacked, each super-block keeps its 210 bytes, laid out for
+ * plain loads (q6k_lanes.h: the low 4 bits of the registers as packed Q4_0, then their high
+ * 2 bits, the scales and d). The AMX tiles read this layout too. */
 static inline void unpack_q6_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
     const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q6_K);
-    const __m512i h = _mm512_loadu_si512(p + 128);
-    const __m512i m2 = _mm512_set1_epi8(0x03);
-    nibbles_load(p, u->w);
-    for (int k = 0; k < 4; k++) {
-        /* bits 2k, 2k + 1 of each byte of h, moved to bits 4, 5 (no byte spills: < 4) */
-        const __m512i h2 = _mm512_and_si512(_mm512_srli_epi64(h, 2 * k), m2);
-        u->w[k] = _mm512_or_si512(u->w[k], _mm512_slli_epi64(h2, 4));
-    }
+    pl_q6kp_lanes(p, u->w);
     uint16_t d;
-    memcpy(&d, p + Q6KP_D, sizeof(d));
+    memcpy(&d, p + PL_Q6KP_D, sizeof(d));
     u->d = h2f(d);
     u->dmin = 0.0f;
     u->scale = _mm512_castsi512_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + Q6KP_SC))));
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + PL_Q6KP_SC))));
     u->mn = _mm512_setzero_ps();
 }
 
@@ -442,8 +408,8 @@ static void repack_q6_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         }
         nibbles_store(p, l);
         _mm512_storeu_si512(p + 128, h);
-        memcpy(p + Q6KP_SC, b[s].scales, 16);
-        memcpy(p + Q6KP_D, &b[s].d, sizeof(b[s].d));
+        memcpy(p + PL_Q6KP_SC, b[s].scales, 16);
+        memcpy(p + PL_Q6KP_D, &b[s].d, sizeof(b[s].d));
     }
 }
 
@@ -1169,7 +1135,7 @@ static inline TARGET_GV __attribute__((always_inline)) void q6kp_load(const uint
     u->w[1] = _mm512_ternarylogic_epi64(hi, m4, h2[1], 0xEA);
     u->w[2] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(lo, g_hi, 0), h2[2]);
     u->w[3] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(hi, g_hi, 0), h2[3]);
-    u->sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + Q6KP_SC)));
+    u->sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + PL_Q6KP_SC)));
 }
 
 /* The 16 lanes that sum to isum, of a loaded super-block and the decode vector's (q, ns). */
@@ -1195,7 +1161,7 @@ static inline TARGET_GV __attribute__((always_inline)) __m512i
 q6kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
     const uint8_t *p = w + (size_t)s * sizeof(struct pl_block_q6_K);
     uint16_t d;
-    memcpy(&d, p + Q6KP_D, sizeof(d));
+    memcpy(&d, p + PL_Q6KP_D, sizeof(d));
     *dd = h2f(d) * *pl_mm_lay_da(v, n, 1, s, 0);
     struct q6kp_w u;
     q6kp_load(p, &u);
@@ -1260,7 +1226,7 @@ q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
                 }
                 const uint8_t *p = row + (size_t)(s0 + i) * sb;
                 uint16_t dh;
-                memcpy(&dh, p + Q6KP_D, sizeof(dh));
+                memcpy(&dh, p + PL_Q6KP_D, sizeof(dh));
                 d[i] = h2f(dh);
                 struct q6kp_w u;
                 q6kp_load(p, &u);

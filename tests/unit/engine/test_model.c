@@ -447,14 +447,20 @@ static void prompt_and_steps_logits(struct pl_model *m, float *out) {
     pl_ctx_free(c);
 }
 
+/* 1 if w's tiled kernel on this CPU has a layout of its own (w is repacked at placing). */
+static uint32_t packs(const struct pl_weight *w) {
+    const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(w->type, w->n_cols);
+    return k && k->packed;
+}
+
 /* Placed weights are repacked for this CPU's tiled kernels where they have a layout of their
- * own (Q4_0, Q8_0 with AVX-512): the logits stay bit-identical to the file's weights, for a
- * prompt and for decode steps, with separate and with tied output weights. */
+ * own (Q4_0, Q8_0 with AVX-512; Q4_K, Q6_K with GFNI and VBMI too; Q6_K alone on AMX): the
+ * logits stay bit-identical to the file's weights, for a prompt and for decode steps, with
+ * separate and with tied output weights. */
 static void test_model_packed_weights_keep_logits(void **state) {
     (void)state;
-    static const char *const names[] = {"tiny-llama-gpt2-Q4_0.gguf",
-                                        "tiny-llama-spm-tied-Q8_0.gguf"};
-    const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(PL_GGML_TYPE_Q4_0, 256);
+    static const char *const names[] = {
+        "tiny-llama-gpt2-Q4_0.gguf", "tiny-llama-spm-tied-Q8_0.gguf", "tiny-llama-spm-Q4_K_M.gguf"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[4200], err[256];
         snprintf(path, sizeof(path), "%s/%s", g_dir, names[i]);
@@ -464,13 +470,18 @@ static void test_model_packed_weights_keep_logits(void **state) {
         struct pl_weights_info wi;
         assert_int_equal(pl_model_place_weights(placed, PL_WEIGHTS_THP, &wi), 0);
         assert_non_null(wi.base);
-        /* every layer matrix (rows of 256 or 512 elements; Q4_0 or Q8_0) and a separate
-         * output of such a type; never the token embeddings, tied output or not */
-        uint32_t n_mat = 7 * placed->hp.n_layer;
-        const struct pl_mm_tile_kernel *ko =
-            pl_mm_tile_kernel(placed->output.type, placed->output.n_cols);
-        n_mat += !placed->hp.tied_output && ko && ko->packed;
-        assert_int_equal(wi.packed, k && k->packed ? n_mat : 0);
+        /* every layer matrix (rows of 256 or 512 elements) of a type with a layout of its
+         * own, and a separate output of such a type; never the token embeddings, tied output
+         * or not */
+        uint32_t n_mat = placed->hp.tied_output ? 0 : packs(&placed->output);
+        for (uint32_t l = 0; l < placed->hp.n_layer; l++) {
+            const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&placed->layers[l])};
+            for (size_t j = 0; j < PL_LAYER_N_MATS; j++) {
+                n_mat += packs(ws[j]);
+                assert_true(ws[j]->packed == (packs(ws[j]) == 1));
+            }
+        }
+        assert_int_equal(wi.packed, n_mat);
         assert_false(placed->tok_embd.packed);
         if (wi.packed)
             assert_non_null(strstr(wi.reason, "repacked"));
@@ -482,7 +493,7 @@ static void test_model_packed_weights_keep_logits(void **state) {
         prompt_and_steps_logits(file, want);
         prompt_and_steps_logits(placed, got);
         assert_memory_equal(got, want, 3 * (size_t)nv * sizeof(float));
-        if (wi.packed) {
+        if (placed->layers[0].wq.packed && placed->layers[1].w_up.packed) {
             /* Packed and unpacked matrices in one group that shares its activations (Q, K,
              * V) and in the FFN's fused gate/up pair: each product still runs its own
              * weight's kernel (as with a matrix left unpacked for want of memory). */
