@@ -25,7 +25,15 @@
 /* Per-row dot products and decode vectors: weight rows per block (a block of rows stays in
  * L1/L2 while every token passes). */
 #define ROW_BLOCK 16u
-/* Decode SwiGLU: rows per pl_mm_swiglu() call (its up products wait on the stack). */
+/* Decode (up to PL_QUANT_DOTN_MAX tokens, or PL_MM_MIN_TILED_TOK decode vectors): rows whose
+ * results wait in a stack buffer, which stays in L2, and then go to out together. A store
+ * (or load) to a line of out every few rows, in the middle of the weights' stream, costs
+ * that stream ~5% on an Intel Xeon core (a scratch loop over 256 MiB: 18.1 GB/s without,
+ * 17.2 with one store per 16 rows of 3 KB to lines not in L2, 18.1 to a 1 KiB ring that
+ * stays in L2, 18.0 when 256 rows' results go out at once). */
+#define OUT_BLOCK 128u
+/* Decode SwiGLU: rows per pl_mm_swiglu() call (the gate and up products wait on the
+ * stack). */
 #define SWIGLU_ROWS 256u
 
 /* Tiled products: the tiles of a block (at most TILE_BLOCK_BYTES of them, so they stay in
@@ -188,6 +196,16 @@ static inline void store(float *o, float s, const float *bias, uint32_t r, bool 
     *o = accumulate ? s + *o : s;
 }
 
+/* Rows [r0, r0 + nr) of n_tok tokens, waiting in st (token t's at st + t * st_stride), to
+ * out. */
+static void flush(float *out, size_t out_stride, const float *st, size_t st_stride, uint32_t n_tok,
+                  uint32_t r0, uint32_t nr, const float *bias, bool accumulate) {
+    for (uint32_t t = 0; t < n_tok; t++)
+        for (uint32_t r = 0; r < nr; r++)
+            store(out + (size_t)t * out_stride + r0 + r, st[(size_t)t * st_stride + r], bias,
+                  r0 + r, accumulate);
+}
+
 void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
                     size_t out_stride, const float *bias, bool accumulate, uint32_t r_lo,
                     uint32_t r_hi) {
@@ -196,12 +214,13 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
 
     if (act->tk && act->slots == 1 && act->tk->vec_rows) {
         /* All tokens in one vec_rowsn call where the kernel has it, else one by one. The
-         * kernels store each row's float alone; the loop that adds them to out reads them
-         * four or more at a time, which a store cannot forward: it waits for the stores to
-         * leave the core (at 2 threads, Q4_K_M decode spent 2.3% of its samples in this
-         * function, most on that load). So a block's results go to out one block later,
-         * from the other half of tmp. */
-        float tmp[2][PL_MM_MIN_TILED_TOK][ROW_BLOCK];
+         * results of OUT_BLOCK rows wait in tmp. The kernels store each row's float alone;
+         * the loop that adds them to out reads them four or more at a time, which a store
+         * cannot forward: it waits for the stores to leave the core (at 2 threads, with
+         * blocks of 16 rows, Q4_K_M decode spent 2.3% of its samples in this function, most
+         * on that load). So a block's results go to out one block later, from the other half
+         * of tmp. */
+        float tmp[2][PL_MM_MIN_TILED_TOK][OUT_BLOCK];
         const uint8_t *vec[PL_MM_MIN_TILED_TOK];
         float *outs[2][PL_MM_MIN_TILED_TOK];
         for (uint32_t t = 0; t < n_tok; t++) {
@@ -211,18 +230,20 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         }
         const bool multi = act->tk->vec_rowsn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
         uint32_t prev = r_hi, prev_nr = 0, h = 0;
-        for (uint32_t r0 = r_lo;; r0 += ROW_BLOCK, h ^= 1u) {
-            const uint32_t nr = r0 < r_hi ? PL_MIN(ROW_BLOCK, r_hi - r0) : 0;
+        for (uint32_t r0 = r_lo;; r0 += OUT_BLOCK, h ^= 1u) {
+            const uint32_t nr = r0 < r_hi ? PL_MIN(OUT_BLOCK, r_hi - r0) : 0;
             const uint8_t *wr = wd + (size_t)r0 * w->row_bytes;
+            /* one token: all nr rows in one call; several: ROW_BLOCK rows for each in turn */
+            const uint32_t sub = n_tok == 1 ? OUT_BLOCK : ROW_BLOCK;
             if (nr && multi)
                 act->tk->vec_rowsn(w->n_cols, wr, w->row_bytes, nr, vec, n_tok, outs[h]);
-            else if (nr)
-                for (uint32_t t = 0; t < n_tok; t++)
-                    act->tk->vec_rows(w->n_cols, wr, w->row_bytes, nr, vec[t], tmp[h][t]);
-            for (uint32_t t = 0; t < n_tok; t++)
-                for (uint32_t r = 0; r < prev_nr; r++)
-                    store(out + (size_t)t * out_stride + prev + r, tmp[h ^ 1u][t][r], bias,
-                          prev + r, accumulate);
+            else
+                for (uint32_t b = 0; b < nr; b += sub)
+                    for (uint32_t t = 0; t < n_tok; t++)
+                        act->tk->vec_rows(w->n_cols, wr + (size_t)b * w->row_bytes, w->row_bytes,
+                                          PL_MIN(sub, nr - b), vec[t], tmp[h][t] + b);
+            flush(out, out_stride, tmp[h ^ 1u][0], OUT_BLOCK, n_tok, prev, prev_nr, bias,
+                  accumulate);
             if (!nr)
                 break;
             prev = r0;
@@ -263,17 +284,32 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const bool multi = w->k->vec_dotn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
     for (uint32_t t = 0; multi && t < n_tok; t++)
         xs[t] = act->xq + (size_t)t * act->stride;
+    if (n_tok <= PL_QUANT_DOTN_MAX) {
+        /* decode: OUT_BLOCK rows' results wait in st */
+        float st[PL_QUANT_DOTN_MAX][OUT_BLOCK];
+        for (uint32_t c0 = r_lo; c0 < r_hi; c0 += OUT_BLOCK) {
+            const uint32_t c1 = PL_MIN(c0 + OUT_BLOCK, r_hi);
+            for (uint32_t r0 = c0; r0 < c1; r0 += ROW_BLOCK) {
+                const uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, c1);
+                for (uint32_t r = r0; multi && r < r1; r++) {
+                    float o[PL_QUANT_DOTN_MAX];
+                    w->k->vec_dotn(w->n_cols, wd + (size_t)r * w->row_bytes, xs, n_tok, o);
+                    for (uint32_t t = 0; t < n_tok; t++)
+                        st[t][r - c0] = o[t];
+                }
+                for (uint32_t t = 0; !multi && t < n_tok; t++) {
+                    const uint8_t *x = act->xq + (size_t)t * act->stride;
+                    for (uint32_t r = r0; r < r1; r++)
+                        st[t][r - c0] = dot(w->n_cols, wd + (size_t)r * w->row_bytes, x);
+                }
+            }
+            flush(out, out_stride, st[0], OUT_BLOCK, n_tok, c0, c1 - c0, bias, accumulate);
+        }
+        return;
+    }
+    /* larger batches of a type without tiles: straight to out */
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        if (multi) {
-            for (uint32_t r = r0; r < r1; r++) {
-                float o[PL_QUANT_DOTN_MAX];
-                w->k->vec_dotn(w->n_cols, wd + (size_t)r * w->row_bytes, xs, n_tok, o);
-                for (uint32_t t = 0; t < n_tok; t++)
-                    store(out + (size_t)t * out_stride + r, o[t], bias, r, accumulate);
-            }
-            continue;
-        }
         for (uint32_t t = 0; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             for (uint32_t r = r0; r < r1; r++)
@@ -292,8 +328,9 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
 
     if (act->tk && act->slots == 1 && act->tk->vec_rows) {
         /* as pl_matmul_rows(): all tokens in one vec_rowsn call where the kernel has it;
-         * gate straight into out, up beside it, silu(gate) * up once per SWIGLU_ROWS */
-        float tu[PL_MM_MIN_TILED_TOK][SWIGLU_ROWS];
+         * gate and up products side by side on the stack, silu(gate) * up to out once per
+         * SWIGLU_ROWS (see OUT_BLOCK) */
+        float tg[PL_MM_MIN_TILED_TOK][SWIGLU_ROWS], tu[PL_MM_MIN_TILED_TOK][SWIGLU_ROWS];
         const uint8_t *vec[PL_MM_MIN_TILED_TOK];
         float *og[PL_MM_MIN_TILED_TOK], *ou[PL_MM_MIN_TILED_TOK];
         for (uint32_t t = 0; t < n_tok; t++)
@@ -305,7 +342,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                 const uint32_t nr = PL_MIN(ROW_BLOCK, c1 - r0);
                 const uint8_t *gr = gd + (size_t)r0 * rb, *ur = ud + (size_t)r0 * rb;
                 for (uint32_t t = 0; t < n_tok; t++) {
-                    og[t] = out + (size_t)t * out_stride + r0;
+                    og[t] = tg[t] + (r0 - c0);
                     ou[t] = tu[t] + (r0 - c0);
                 }
                 if (multi) {
@@ -318,10 +355,8 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                     }
                 }
             }
-            for (uint32_t t = 0; t < n_tok; t++) {
-                float *o = out + (size_t)t * out_stride + c0;
-                pl_mm_swiglu(o, o, tu[t], c1 - c0);
-            }
+            for (uint32_t t = 0; t < n_tok; t++)
+                pl_mm_swiglu(out + (size_t)t * out_stride + c0, tg[t], tu[t], c1 - c0);
         }
         return;
     }
@@ -358,19 +393,38 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
     const bool multi = gate->k->vec_dotn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
     for (uint32_t t = 0; multi && t < n_tok; t++)
         xs[t] = act->xq + (size_t)t * act->stride;
+    if (n_tok <= PL_QUANT_DOTN_MAX) {
+        /* as pl_matmul_rows(): decode, SWIGLU_ROWS rows' products wait on the stack */
+        float tg[PL_QUANT_DOTN_MAX][SWIGLU_ROWS], tu[PL_QUANT_DOTN_MAX][SWIGLU_ROWS];
+        for (uint32_t c0 = r_lo; c0 < r_hi; c0 += SWIGLU_ROWS) {
+            const uint32_t c1 = PL_MIN(c0 + SWIGLU_ROWS, r_hi);
+            for (uint32_t r0 = c0; r0 < c1; r0 += ROW_BLOCK) {
+                const uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, c1);
+                for (uint32_t r = r0; multi && r < r1; r++) {
+                    float g[PL_QUANT_DOTN_MAX], u[PL_QUANT_DOTN_MAX];
+                    gate->k->vec_dotn(gate->n_cols, gd + (size_t)r * rb, xs, n_tok, g);
+                    up->k->vec_dotn(up->n_cols, ud + (size_t)r * rb, xs, n_tok, u);
+                    for (uint32_t t = 0; t < n_tok; t++) {
+                        tg[t][r - c0] = g[t];
+                        tu[t][r - c0] = u[t];
+                    }
+                }
+                for (uint32_t t = 0; !multi && t < n_tok; t++) {
+                    const uint8_t *x = act->xq + (size_t)t * act->stride;
+                    for (uint32_t r = r0; r < r1; r++) {
+                        tg[t][r - c0] = dot(gate->n_cols, gd + (size_t)r * rb, x);
+                        tu[t][r - c0] = dot(up->n_cols, ud + (size_t)r * rb, x);
+                    }
+                }
+            }
+            for (uint32_t t = 0; t < n_tok; t++)
+                pl_mm_swiglu(out + (size_t)t * out_stride + c0, tg[t], tu[t], c1 - c0);
+        }
+        return;
+    }
+    /* larger batches of a type without tiles: gate products straight to out */
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        if (multi) { /* as pl_matmul_rows() */
-            for (uint32_t r = r0; r < r1; r++) {
-                float g[PL_QUANT_DOTN_MAX], u[PL_QUANT_DOTN_MAX];
-                gate->k->vec_dotn(gate->n_cols, gd + (size_t)r * rb, xs, n_tok, g);
-                up->k->vec_dotn(up->n_cols, ud + (size_t)r * rb, xs, n_tok, u);
-                pl_mm_swiglu(g, g, u, n_tok);
-                for (uint32_t t = 0; t < n_tok; t++)
-                    out[(size_t)t * out_stride + r] = g[t];
-            }
-            continue;
-        }
         for (uint32_t t = 0; t < n_tok; t++) {
             const uint8_t *x = act->xq + (size_t)t * act->stride;
             float *o = out + (size_t)t * out_stride;

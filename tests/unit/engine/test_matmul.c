@@ -175,6 +175,8 @@ static const struct shape k_shapes[] = {
     {2048, 38, 33, 2}, /* 3 tiles, last one partial */
     {6400, 11, 70, 0}, /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
     {768, 22, 1, 5},   /* one token */
+    {256, 300, 1, 7},  /* decode results out in blocks (OUT_BLOCK, SWIGLU_ROWS): 3 of them */
+    {512, 290, 3, 9},  /* the same for three tokens */
 };
 
 static const uint32_t k_types[] = {PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_K,
