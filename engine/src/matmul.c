@@ -28,9 +28,10 @@
 /* Decode (up to PL_QUANT_DOTN_MAX tokens, or PL_MM_MIN_TILED_TOK decode vectors): rows whose
  * results wait in a stack buffer, which stays in L2, and then go to out together. A store
  * (or load) to a line of out every few rows, in the middle of the weights' stream, costs
- * that stream ~5% on an Intel Xeon core (a scratch loop over 256 MiB: 18.1 GB/s without,
- * 17.2 with one store per 16 rows of 3 KB to lines not in L2, 18.1 to a 1 KiB ring that
- * stays in L2, 18.0 when 256 rows' results go out at once). */
+ * that stream ~5% on an Intel Xeon core (a scratch loop over 256 MiB, rows of 3 KB: 18.1-18.6
+ * GB/s without, 17.3-17.4 with one store per 16 rows to lines not in L2, 18.1-18.2 with
+ * those stores to a 1 KiB ring that stays in L2; in another run 17.4-17.8 without, 16.8-17.0
+ * with the stores, 17.5-17.6 when 256 rows' results go out at once). */
 #define OUT_BLOCK 128u
 /* Decode SwiGLU: rows per pl_mm_swiglu() call (the gate and up products wait on the
  * stack). */
