@@ -58,6 +58,7 @@ static bool use_amx;
 #endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 static pl_mm_swiglu_fn swiglu = pl_mm_swiglu_scalar;
+static enum pl_mm_repack repack_mode = PL_MM_REPACK_AUTO;
 
 #ifdef PL_MM_HAVE_AMX
 /* AMX-INT8 in CPUID (leaf 7: AMX-TILE EDX bit 24, AMX-INT8 bit 25), the tile state enabled
@@ -107,6 +108,19 @@ const char *pl_mm_isa(void) {
         return "avx512";
 #endif
     return NULL;
+}
+
+/* Its own once: the kernel choice (choose, via pl_mm_amx_init) asks for it. */
+static pthread_once_t repack_once = PTHREAD_ONCE_INIT;
+
+static void repack_choose(void) {
+    const char *e = getenv("PICOLM_REPACK");
+    repack_mode = e && strcmp(e, "all") == 0 ? PL_MM_REPACK_ALL : PL_MM_REPACK_AUTO;
+}
+
+enum pl_mm_repack pl_mm_repack_mode(void) {
+    (void)pthread_once(&repack_once, repack_choose);
+    return repack_mode;
 }
 
 const char *pl_quant_tile_isa(void) {

@@ -132,6 +132,11 @@ const struct pl_mm_tile_kernel *pl_mm_weight_kernel(const struct pl_weight *w);
  * writable: a copy the model owns), once, before any product reads it. Returns 1 (packed),
  * 0 (no packed layout for this type, CPU or shape; w unchanged), -ENOMEM. */
 int pl_mm_repack_weight(struct pl_weight *w);
+/* Which types have a packed layout where the kernels offer one, from PICOLM_REPACK (read
+ * once): "all" every such type; anything else (auto) all but Q4_K on CPUs other than AMD's,
+ * whose per-row Q4_K dot products decode faster than the repacked kernel (matmul_avx512.c). */
+enum pl_mm_repack { PL_MM_REPACK_AUTO, PL_MM_REPACK_ALL };
+enum pl_mm_repack pl_mm_repack_mode(void);
 /* The tiled kernels' instruction set ("amx", "avx512"), or NULL when there are none. */
 const char *pl_mm_isa(void);
 

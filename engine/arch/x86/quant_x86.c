@@ -58,7 +58,7 @@ static bool cpu_avx512(void) {
 /* ---- Weight-stream prefetch ---- */
 
 /* CPUID leaf 0's vendor string: AMD's and Hygon's cores are Zen. */
-static bool cpu_zen(void) {
+bool pl_quant_x86_zen(void) {
     uint32_t a = 0, b, c = 0, d;
     char v[13];
     __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
@@ -88,7 +88,7 @@ struct pl_quant_prefetch pl_quant_x86_pf; /* pf_choose() sets it before any kern
 static pthread_once_t pf_control = PTHREAD_ONCE_INIT;
 
 static void pf_choose(void) {
-    struct pl_quant_prefetch c = cpu_zen() ? pf_zen : pf_intel;
+    struct pl_quant_prefetch c = pl_quant_x86_zen() ? pf_zen : pf_intel;
     const char *e = getenv("PICOLM_PREFETCH");
     if (e && e[0])
         c.source =

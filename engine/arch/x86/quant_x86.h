@@ -50,6 +50,8 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
  * AVX-512 F/BW/VL/VNNI; BF16 is not needed: Ice Lake and Zen 4 class CPUs qualify). False
  * for any other name. */
 bool pl_quant_x86_supported(const char *isa);
+/* An AMD (or Hygon) CPU: Zen cores, whose per-vendor settings differ from Intel's. */
+bool pl_quant_x86_zen(void);
 
 /* Kernels of type t in the set named isa, regardless of which set pl_quant_kernels() uses
  * (and of PICOLM_FORCE_SCALAR). NULL when isa is unknown or unsupported here (see above),
