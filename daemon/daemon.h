@@ -20,6 +20,10 @@ struct pl_ipc_uring;
 struct pl_daemon_stats;
 
 #define PL_DAEMON_MAX_ADMIN 8
+/* Clients accepted while every session slot is taken but some are only waiting for the
+ * scheduler to release them (CLOSING): they wait for those slots instead of being refused
+ * (event_loop.c), at most this many at once. */
+#define PL_DAEMON_MAX_PENDING 16
 
 struct pl_daemon {
     struct pl_daemon_config cfg;
@@ -34,6 +38,8 @@ struct pl_daemon {
     char model_name[128];
     int listen_fd, admin_fd, signal_fd;
     int admin_conn[PL_DAEMON_MAX_ADMIN];
+    int pending_fd[PL_DAEMON_MAX_PENDING]; /* accepted sockets waiting for a slot, in order */
+    uint32_t n_pending;
     uint32_t admin_gen[PL_DAEMON_MAX_ADMIN];
     bool draining;
     bool drain_cancelled;

@@ -101,6 +101,52 @@ void pl_daemon_event_loop_kill_session(struct pl_daemon *d, struct pl_daemon_ses
                    (unsigned long long)s->id);
 }
 
+static void refuse_busy(int fd) {
+    (void)pl_ipc_handshake_send_reject(fd, PL_IPC_WELCOME_BUSY);
+    (void)close(fd);
+}
+
+/* Every slot taken: end now the sessions whose client has hung up but whose hang-up event
+ * is not looked at yet (a client that closes and reconnects at once: its accept can come
+ * first), so their slots count as closing. Returns the sessions whose slot the scheduler has
+ * still to release. One poll() per session, only when the table is full. */
+static uint32_t n_closing(struct pl_daemon *d) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->sessions.n; i++) {
+        struct pl_daemon_session *s = &d->sessions.s[i];
+        if (s->state == PL_DAEMON_SESSION_OPEN || s->state == PL_DAEMON_SESSION_HANDSHAKE) {
+            struct pollfd p = {.fd = s->sock, .events = POLLRDHUP};
+            if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                pl_daemon_event_loop_kill_session(d, s, "client hung up");
+        }
+        n += s->state == PL_DAEMON_SESSION_CLOSING;
+    }
+    return n;
+}
+
+/* A session for the accepted socket fd: true, or false when every slot is taken. */
+static bool admit(struct pl_daemon *d, int fd) {
+    struct pl_daemon_session *s = pl_daemon_session_open(&d->sessions, fd, pl_daemon_now_ns());
+    if (!s)
+        return false;
+    d->n_sessions_total++;
+    arm(d, fd, POLLIN, tag(T_HANDSHAKE, s->gen, s->slot), false);
+    return true;
+}
+
+/* A slot came free: the oldest waiting client takes it (draining: all are refused). */
+static void admit_pending(struct pl_daemon *d) {
+    while (d->n_pending > 0) {
+        const int fd = d->pending_fd[0];
+        if (!d->draining && !admit(d, fd))
+            return;
+        if (d->draining)
+            refuse_busy(fd);
+        d->n_pending--;
+        memmove(d->pending_fd, d->pending_fd + 1, d->n_pending * sizeof(d->pending_fd[0]));
+    }
+}
+
 static void on_accept(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) {
     if (!(ev->flags & PL_IPC_URING_EV_MORE) && d->listen_fd >= 0)
         (void)pl_ipc_uring_accept(d->uring, d->listen_fd, tag(T_LISTEN, 0, 0),
@@ -112,20 +158,25 @@ static void on_accept(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
     }
     int fd = ev->res;
     if (d->draining) {
-        (void)pl_ipc_handshake_send_reject(fd, PL_IPC_WELCOME_BUSY);
-        (void)close(fd);
+        refuse_busy(fd);
         return;
     }
-    struct pl_daemon_session *s = pl_daemon_session_open(&d->sessions, fd, pl_daemon_now_ns());
-    if (!s) {
-        d->n_rejected++;
-        pl_log_warn("out of sessions (max_sessions %u): refusing a client", d->sessions.n);
-        (void)pl_ipc_handshake_send_reject(fd, PL_IPC_WELCOME_BUSY);
-        (void)close(fd);
+    if (d->n_pending == 0 && admit(d, fd))
+        return;
+    /* Every slot taken. A client that reconnects right after closing (or one arriving as
+     * others leave) finds their sessions still CLOSING until the scheduler releases them:
+     * it waits for one of those slots rather than being refused for sessions that are gone.
+     * (A hung-up session still in its handshake frees its slot at once.) */
+    const uint32_t closing = n_closing(d);
+    if (d->n_pending == 0 && admit(d, fd))
+        return;
+    if (d->n_pending < PL_DAEMON_MAX_PENDING && d->n_pending < closing) {
+        d->pending_fd[d->n_pending++] = fd;
         return;
     }
-    d->n_sessions_total++;
-    arm(d, fd, POLLIN, tag(T_HANDSHAKE, s->gen, s->slot), false);
+    d->n_rejected++;
+    pl_log_warn("out of sessions (max_sessions %u): refusing a client", d->sessions.n);
+    refuse_busy(fd);
 }
 
 static void on_handshake(struct pl_daemon *d, struct pl_daemon_session *s) {
@@ -354,8 +405,10 @@ static void take_notices(struct pl_daemon *d) {
         }
         case PL_DAEMON_NOTICE_SESSION_RELEASED: {
             struct pl_daemon_session *s = m.ptr;
-            if (s->state == PL_DAEMON_SESSION_CLOSING)
+            if (s->state == PL_DAEMON_SESSION_CLOSING) {
                 pl_daemon_session_close(&d->sessions, s);
+                admit_pending(d);
+            }
             break;
         }
         case PL_DAEMON_NOTICE_CQ_BROKEN: {
@@ -479,6 +532,7 @@ void pl_daemon_event_loop_drain(struct pl_daemon *d, const char *why) {
             (void)unlink(p);
         pl_close_fd(&d->listen_fd);
     }
+    admit_pending(d); /* draining: refuses the clients still waiting */
 }
 
 static void reload(struct pl_daemon *d) {

@@ -412,6 +412,24 @@ static void test_thousand_connect_cycles_leak_nothing(void **state) {
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A client that closes and reconnects at once finds its old session still being released
+ * (the scheduler hands the slot back asynchronously): with one session slot, it waits for
+ * that slot instead of being refused, every time. */
+static void test_reconnect_waits_for_a_closing_slot(void **state) {
+    (void)state;
+    struct daemon d;
+    static const char *const extra[] = {"--max-sessions", "1", NULL};
+    daemon_start(&d, extra);
+    struct pl_test_client c;
+    for (int i = 0; i < 300; i++) {
+        const int r = pl_test_client_connect(d.dir, &c);
+        if (r != 0)
+            fail_msg("cycle %d: connect: %d", i, r);
+        pl_test_client_close(&c);
+    }
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_full_kv_pool_gives_resource_exhausted(void **state) {
     (void)state;
     struct daemon d;
@@ -575,6 +593,7 @@ int main(void) {
         cmocka_unit_test(test_back_to_back_requests_on_one_slot),
         cmocka_unit_test(test_sigkill_client_returns_kv_within_100ms),
         cmocka_unit_test(test_thousand_connect_cycles_leak_nothing),
+        cmocka_unit_test(test_reconnect_waits_for_a_closing_slot),
         cmocka_unit_test(test_full_kv_pool_gives_resource_exhausted),
         cmocka_unit_test(test_malformed_record_ends_only_that_session),
         cmocka_unit_test(test_sigterm_drains_then_exits_zero),
