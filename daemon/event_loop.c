@@ -166,8 +166,10 @@ static void on_accept(struct pl_daemon *d, const struct pl_ipc_uring_event *ev) 
     /* Every slot taken. A client that reconnects right after closing (or one arriving as
      * others leave) finds their sessions still CLOSING until the scheduler releases them:
      * it waits for one of those slots rather than being refused for sessions that are gone.
-     * (A hung-up session still in its handshake frees its slot at once.) */
+     * A hung-up session still in its handshake frees its slot at once: the clients already
+     * waiting take such slots first, in order. */
     const uint32_t closing = n_closing(d);
+    admit_pending(d);
     if (d->n_pending == 0 && admit(d, fd))
         return;
     if (d->n_pending < PL_DAEMON_MAX_PENDING && d->n_pending < closing) {
