@@ -244,12 +244,12 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
             outs[1][t] = tmp[1][t];
         }
         const bool multi = act->tk->vec_rowsn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
+        /* one token: a block's rows in one call; several: ROW_BLOCK rows for each in turn */
+        const uint32_t sub = n_tok == 1 ? OUT_BLOCK : ROW_BLOCK;
         uint32_t prev = r_hi, prev_nr = 0, h = 0;
         for (uint32_t r0 = r_lo;; r0 += OUT_BLOCK, h ^= 1u) {
             const uint32_t nr = r0 < r_hi ? PL_MIN(OUT_BLOCK, r_hi - r0) : 0;
             const uint8_t *wr = wd + (size_t)r0 * w->row_bytes;
-            /* one token: all nr rows in one call; several: ROW_BLOCK rows for each in turn */
-            const uint32_t sub = n_tok == 1 ? OUT_BLOCK : ROW_BLOCK;
             if (nr && multi)
                 act->tk->vec_rowsn(w->n_cols, wr, w->row_bytes, nr, vec, n_tok, outs[h]);
             else

@@ -454,9 +454,9 @@ static uint32_t packs(const struct pl_weight *w) {
 }
 
 /* Placed weights are repacked for this CPU's tiled kernels where they have a layout of their
- * own (Q4_0, Q8_0 with AVX-512; Q4_K, Q6_K with GFNI and VBMI too; Q6_K alone on AMX): the
- * logits stay bit-identical to the file's weights, for a prompt and for decode steps, with
- * separate and with tied output weights. */
+ * own (Q4_0, Q8_0 with AVX-512; Q6_K with GFNI and VBMI too, and Q4_K on AMD's CPUs or with
+ * PICOLM_REPACK=all, not under AMX): the logits stay bit-identical to the file's weights, for
+ * a prompt and for decode steps, with separate and with tied output weights. */
 static void test_model_packed_weights_keep_logits(void **state) {
     (void)state;
     static const char *const names[] = {
