@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -41,6 +42,22 @@ static int set_err(char *err, size_t len, int r, const char *fmt, ...) {
 }
 
 /* ---- Weights onto huge pages (the engine places them; we lock them) ---- */
+
+/* mlock(2) through the system call itself: the sanitizer runtimes intercept mlock() and, under
+ * AddressSanitizer, return success without locking anything (the sanitizer builds would then
+ * report weights as locked that are not). */
+static int lock_range(const void *p, size_t len) {
+    return syscall(SYS_mlock, p, len) == 0 ? 0 : -1;
+}
+
+/* The kernel's view of our weights' copy after the lock: every byte of the mapping locked, or
+ * on hugetlb pages (which are never swapped; mlock leaves their mapping as it is and smaps
+ * counts them apart, as Private_Hugetlb). */
+static bool lock_confirmed(const struct pl_daemon_residency *res) {
+    uint64_t locked, huge, thp;
+    pl_daemon_init_residency_measure(res, &locked, &huge, &thp);
+    return locked + huge >= res->bytes;
+}
 
 int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **ret_model,
                          struct pl_daemon_residency *res, char *err, size_t err_len) {
@@ -92,8 +109,22 @@ int pl_daemon_init_model(const struct pl_daemon_config *cfg, struct pl_model **r
         lock_at = (const uint8_t *)pl_gguf_base(g) + pl_gguf_data_offset(g);
         lock_len = wb;
     }
-    if (lock_len > 0 && mlock(lock_at, lock_len) == 0) {
+    if (lock_len > 0 && lock_range(lock_at, lock_len) == 0) {
         res->locked = true;
+        if (res->base && !lock_confirmed(res)) {
+            res->locked = false;
+            (void)snprintf(res->lock_reason, sizeof(res->lock_reason),
+                           "mlock of %zu KiB returned success, but /proc/self/smaps shows the "
+                           "pages unlocked",
+                           lock_len >> 10);
+            if (cfg->require_mlock) {
+                r = set_err(err, err_len, -ENOMEM, "%s, and require_mlock is set",
+                            res->lock_reason);
+                pl_daemon_init_model_done(m, res);
+                return r;
+            }
+            pl_log_warn("weights NOT locked in RAM: %s; they may be paged out", res->lock_reason);
+        }
     } else if (lock_len > 0) {
         int e = errno;
         struct rlimit rl = {0};
