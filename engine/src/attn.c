@@ -48,15 +48,23 @@ static inline float round_to_f16(float f) {
 /* ---- Kernel choice ---- */
 
 #ifdef PL_ATTN_HAVE_AVX512
+#include <cpuid.h>
+
 static bool have_avx512;
+
+/* CPUID.1:ECX.F16C, asked directly: clang before 15 rejects "f16c" in
+ * __builtin_cpu_supports(), which broke the clang (fuzz) builds. */
+static bool cpu_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 #endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
 #ifdef PL_ATTN_HAVE_AVX512
     __builtin_cpu_init();
-    have_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") &&
-                  __builtin_cpu_supports("f16c");
+    have_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") && cpu_f16c();
 #endif
 }
 
