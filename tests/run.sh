@@ -6,15 +6,18 @@
 #   3. an ASan+UBSan build and every test but the benchmarks,
 #   4. a TSan build of the threaded parts (labels: threads),
 #   5. the aarch64 NEON kernels and the fidelity tests cross-built and run under qemu-user
-#      (tests/cross/run-aarch64.sh --fidelity; it installs the cross packages it needs).
+#      (tests/cross/run-aarch64.sh --fidelity; it installs the cross packages it needs),
+#   6. the libFuzzer targets built with clang (ASan+UBSan) and their fuzz-smoke tests (a few
+#      seconds each from generated seeds; long runs: tests/fuzz/run-fuzz.sh).
 # Test data comes from PICOLM_TEST_DATA (default: ../shared beside the checkout).
-# Options: PL_SKIP_SANITIZERS=1 skips steps 3-4, PL_SKIP_CROSS=1 step 5; PL_JOBS=N sets the
-# build parallelism.
+# Options: PL_SKIP_SANITIZERS=1 skips steps 3-4, PL_SKIP_CROSS=1 step 5, PL_SKIP_FUZZ=1 step 6;
+# PL_JOBS=N sets the build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config liburing-dev libseccomp-dev libprotobuf-c-dev
-      protobuf-c-compiler libcmocka-dev clang clang-format python3 systemd groff-base dpkg-dev)
+      protobuf-c-compiler libcmocka-dev clang libclang-rt-14-dev clang-format python3 systemd
+      groff-base dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -61,5 +64,15 @@ fi
 if [ "${PL_SKIP_CROSS:-0}" != 1 ]; then
     echo "== aarch64: NEON kernels and fidelity under qemu-user"
     tests/cross/run-aarch64.sh --fidelity build-aarch64
+fi
+if [ "${PL_SKIP_FUZZ:-0}" != 1 ]; then
+    # Only the fuzz targets: the rest of the tree is built and tested above with gcc.
+    echo "== configure build-fuzz (clang, libFuzzer, ASan+UBSan)"
+    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPL_BUILD_FUZZ=ON \
+        -DPL_SANITIZE=address,undefined -DPICOLM_TEST_DATA="$data" >/dev/null
+    cmake --build build-fuzz -j"$jobs" --target pl_fuzz_all >build-fuzz.build.log 2>&1 ||
+        { tail -50 build-fuzz.build.log; exit 1; }
+    echo "== test build-fuzz"
+    (cd build-fuzz && ctest --output-on-failure -j"$jobs" -L fuzz-smoke)
 fi
 echo "== all test runs passed"
