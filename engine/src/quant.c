@@ -145,6 +145,16 @@ const struct pl_quant_prefetch *pl_quant_prefetch(void) {
 }
 #endif
 
+void pl_quant_q8_K_align(const void *restrict src, void *restrict dst, int64_t n) {
+    const struct pl_block_q8_K *a = src;
+    struct pl_block_q8_Ka *b = dst;
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        b[i].d = a[i].d;
+        memcpy(b[i].qs, a[i].qs, sizeof(b[i].qs));
+        memcpy(b[i].bsums, a[i].bsums, sizeof(b[i].bsums));
+    }
+}
+
 /* ---- Half and bfloat16 ---- */
 
 float pl_fp16_to_f32(uint16_t h) {

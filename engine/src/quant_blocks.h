@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pl/engine_quant.h"
+
 /* Elements per block. */
 #define PL_QK4_0 32
 #define PL_QK4_1 32
@@ -145,6 +147,18 @@ struct pl_block_q8_K {
     int16_t bsums[PL_QK_K / 16];
 };
 _Static_assert(sizeof(struct pl_block_q8_K) == 4 + PL_QK_K + PL_QK_K / 16 * 2, "q8_K block size");
+
+/* A Q8_K block re-laid for the kernels' vec_dot_a (pl_quant_q8_K_align()): the same fields,
+ * the quants on a 64-byte boundary of a 64-byte aligned block, so that no 64-byte load of
+ * them straddles two cache lines (in ggml's 292-byte blocks every one does). */
+struct pl_block_q8_Ka {
+    float d;
+    uint8_t pad0[60];
+    int8_t qs[PL_QK_K];
+    int16_t bsums[PL_QK_K / 16];
+    uint8_t pad1[32];
+};
+_Static_assert(sizeof(struct pl_block_q8_Ka) == PL_QUANT_Q8_KA_BYTES, "q8_Ka block size");
 
 /* The 6-bit scale and min of sub-block j (< 8) of a Q4_K/Q5_K block: sub-blocks 0..3 keep
  * them in the low 6 bits of bytes j and j+4; sub-blocks 4..7 keep the low 4 bits in the

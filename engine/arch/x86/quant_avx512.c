@@ -590,14 +590,7 @@ static const uint8_t q4k_gv_m_idx[32]
         _mm512_inserti64x4(_mm512_set1_epi64(GF_LO_NIBBLE), _mm256_set1_epi64x(GF_HI_NIBBLE), 1);  \
     const __mmask64 even = 0x5555555555555555ull
 
-static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    Q4K_GV_CONSTS;
-    float sum = 0.0f;
-    assert(n % PL_QK_K == 0);
-    const int64_t nb = n / PL_QK_K;
-    /* one super-block for Q4K_ROW_LOOP */
+/* One super-block for Q4K_ROW_LOOP (uses a and b of the kernels below). */
 #define Q4K_GV_SB(i, ret_acc, ret_pm, ret_dd)                                                      \
     do {                                                                                           \
         pf(&a[i], 3);                                                                              \
@@ -631,10 +624,31 @@ static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w, const 
         (ret_acc) = _mm512_add_epi32(acc0, acc1);                                                  \
         (ret_dd) = q4k_dd(&a[i], b[i].d);                                                          \
     } while (0)
+static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w, const void *restrict x) {
+    const struct pl_block_q4_K *a = w;
+    const struct pl_block_q8_K *b = x;
+    Q4K_GV_CONSTS;
+    float sum = 0.0f;
+    assert(n % PL_QK_K == 0);
+    const int64_t nb = n / PL_QK_K;
     Q4K_ROW_LOOP(Q4K_GV_SB);
-#undef Q4K_GV_SB
     return sum;
 }
+
+/* The same over activations re-laid by pl_quant_q8_K_align(): aligned loads of the quants.
+ * Bit-identical (the same operations in the same order). */
+static TARGET_GV float vec_dot_q4_K_gv_a(int64_t n, const void *restrict w,
+                                         const void *restrict x) {
+    const struct pl_block_q4_K *a = w;
+    const struct pl_block_q8_Ka *b = x; /* quants 64-byte aligned */
+    Q4K_GV_CONSTS;
+    float sum = 0.0f;
+    assert(n % PL_QK_K == 0);
+    const int64_t nb = n / PL_QK_K;
+    Q4K_ROW_LOOP(Q4K_GV_SB);
+    return sum;
+}
+#undef Q4K_GV_SB
 
 /* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q4_K row (a decode step of several sessions): the
  * nibbles and the scale vectors of each super-block are made once and serve every token; per token
@@ -1083,5 +1097,6 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
     table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
     table[PL_GGML_TYPE_Q4_K].vec_dotn = have_gv ? vec_dotn_q4_K_gv : NULL;
+    table[PL_GGML_TYPE_Q4_K].vec_dot_a = have_gv ? vec_dot_q4_K_gv_a : NULL;
     table[PL_GGML_TYPE_Q6_K].vec_dotn = vec_dotn_q6_K;
 }

@@ -66,7 +66,16 @@ struct pl_quant_kernels {
     uint32_t vec_dot_type;         /* enum pl_ggml_type the activations must be in */
     pl_quant_vec_dot_fn vec_dot;   /* NULL: no dot product */
     pl_quant_vec_dotn_fn vec_dotn; /* NULL: none (use vec_dot per token) */
+    /* NULL: none. vec_dot with its Q8_K activations re-laid by pl_quant_q8_K_align() (x
+     * 64-byte aligned); bit-identical to vec_dot. */
+    pl_quant_vec_dot_fn vec_dot_a;
 };
+
+/* Bytes per 256 activations in the layout of vec_dot_a. */
+#define PL_QUANT_Q8_KA_BYTES 384
+/* Copies n (a multiple of 256) Q8_K activations from src into dst (n / 256 x
+ * PL_QUANT_Q8_KA_BYTES bytes) in the layout of vec_dot_a. */
+void pl_quant_q8_K_align(const void *restrict src, void *restrict dst, int64_t n);
 
 /* Detect CPU features and fill the dispatch table; idempotent and thread-safe. With the
  * environment variable PICOLM_FORCE_SCALAR=1 the scalar references are used throughout. */

@@ -295,6 +295,7 @@ static double magnitude(const struct type_info *ti, const uint8_t *w, const uint
 #define SLACK 64
 
 static int n_dotn_checked; /* vec_dotn comparisons made (kernels that have one) */
+static int n_dota_checked; /* vec_dot_a comparisons made */
 
 static void check_dot(const char *isa, const char *variant, const struct type_info *ti) {
     const struct pl_quant_kernels *ref = pl_quant_kernels_ref(ti->type);
@@ -315,6 +316,9 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
     const size_t xstride = (xbytes + 2 * SLACK - 1) / SLACK * SLACK;
     uint8_t *xnbuf = aligned_alloc(64, xstride * (PL_QUANT_DOTN_MAX - 1));
     uint8_t *scratch = malloc(wbytes);
+    /* vec_dot_a's activations (K-quants: MAX_BLOCKS super-blocks), 64-byte aligned */
+    uint8_t *xabuf = aligned_alloc(64, (size_t)MAX_BLOCKS * PL_QUANT_Q8_KA_BYTES);
+    assert_non_null(xabuf);
     assert_non_null(wbuf);
     assert_non_null(xbuf);
     assert_non_null(xnbuf);
@@ -342,6 +346,16 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
                          (double)want, fabs((double)got - (double)want), tol);
             if (m == MODE_ZERO && ti->block > 1)
                 assert_true(got == 0.f);
+            /* the aligned-activation form: bit-identical to vec_dot */
+            if (k->vec_dot_a) {
+                assert_int_equal(ref->vec_dot_type, PL_GGML_TYPE_Q8_K);
+                pl_quant_q8_K_align(x, xabuf, n);
+                float got_a = k->vec_dot_a(n, w, xabuf);
+                if (memcmp(&got_a, &got, sizeof(float)) != 0)
+                    fail_msg("%s/%s %s: n %lld trial %d: vec_dot_a %.9g, vec_dot %.9g", isa,
+                             variant, ti->name, (long long)n, trial, (double)got_a, (double)got);
+                n_dota_checked++;
+            }
             /* 2 .. PL_QUANT_DOTN_MAX tokens at once: each bit-identical to its own vec_dot */
             if (k->vec_dotn) {
                 const void *xs[PL_QUANT_DOTN_MAX];
@@ -376,6 +390,7 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
     free(xbuf);
     free(xnbuf);
     free(scratch);
+    free(xabuf);
 }
 
 static int n_isas_checked;
@@ -398,8 +413,10 @@ static void test_vec_dot_matches_reference(void **state) {
     }
     /* AVX-512 with GFNI+VBMI has multi-token Q4_K and Q6_K kernels */
     const char *const *v = pl_quant_x86_variants("avx512");
-    if (pl_quant_x86_supported("avx512") && v && v[1])
+    if (pl_quant_x86_supported("avx512") && v && v[1]) {
         assert_true(n_dotn_checked > 0);
+        assert_true(n_dota_checked > 0); /* and the aligned-activation Q4_K kernel */
+    }
 }
 
 /* ---- from_f32 bit-identical to the reference ---- */
