@@ -223,9 +223,10 @@ static void flush(float *out, size_t out_stride, const float *st, size_t st_stri
 
 /* One token's Q8_K activations re-laid for the kernel's vec_dot_a (aligned loads of the quants:
  * ggml's 292-byte blocks split every 64-byte load of them over two cache lines). On the Intel
- * AMX VM, `picolm-bench kernels` from memory: Q4_K 16.0-16.6 -> 16.6-17.1 GB/s (3 alternating
- * rounds); the engine's TinyLlama Q4_K_M decode +1.5% at 1 thread, +1% at 2. Rows longer than
- * the stack buffer take vec_dot. */
+ * AMX VM, with a prototype that padded the Q8_K blocks themselves, `picolm-bench kernels` from
+ * memory: Q4_K 16.0-16.6 -> 16.6-17.1 GB/s (3 alternating rounds, L2 rates unchanged); the
+ * engine's TinyLlama Q4_K_M decode +1.5% at 1 thread, +1% at 2; this form, 3 rounds at 1
+ * thread: 24.0-24.6 -> 24.3-25.1 tok/s. Rows longer than the stack buffer take vec_dot. */
 #define ALIGNED_ACT_BYTES (64u * PL_QUANT_Q8_KA_BYTES) /* rows of up to 16384 */
 static bool aligned_act(const struct pl_weight *w, const uint8_t *xq, uint8_t *xa) {
     if (!w->k->vec_dot_a || w->k->vec_dot_type != PL_GGML_TYPE_Q8_K ||
