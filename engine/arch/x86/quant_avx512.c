@@ -624,30 +624,23 @@ static const uint8_t q4k_gv_m_idx[32]
         (ret_acc) = _mm512_add_epi32(acc0, acc1);                                                  \
         (ret_dd) = q4k_dd(&a[i], b[i].d);                                                          \
     } while (0)
-static TARGET_GV float vec_dot_q4_K_gv(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    Q4K_GV_CONSTS;
-    float sum = 0.0f;
-    assert(n % PL_QK_K == 0);
-    const int64_t nb = n / PL_QK_K;
-    Q4K_ROW_LOOP(Q4K_GV_SB);
-    return sum;
-}
-
-/* The same over activations re-laid by pl_quant_q8_K_align(): aligned loads of the quants.
- * Bit-identical (the same operations in the same order). */
-static TARGET_GV float vec_dot_q4_K_gv_a(int64_t n, const void *restrict w,
-                                         const void *restrict x) {
-    const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_Ka *b = x; /* quants 64-byte aligned */
-    Q4K_GV_CONSTS;
-    float sum = 0.0f;
-    assert(n % PL_QK_K == 0);
-    const int64_t nb = n / PL_QK_K;
-    Q4K_ROW_LOOP(Q4K_GV_SB);
-    return sum;
-}
+/* A row kernel over activation blocks of type BT: ggml's Q8_K (vec_dot), or the blocks that
+ * pl_quant_q8_K_align() re-lays with 64-byte aligned quants (vec_dot_a). The same operations in
+ * the same order: bit-identical results. */
+#define DEFINE_Q4K_GV_ROW(name, BT)                                                                \
+    static TARGET_GV float name(int64_t n, const void *restrict w, const void *restrict x) {       \
+        const struct pl_block_q4_K *a = w;                                                         \
+        const BT *b = x;                                                                           \
+        Q4K_GV_CONSTS;                                                                             \
+        float sum = 0.0f;                                                                          \
+        assert(n % PL_QK_K == 0);                                                                  \
+        const int64_t nb = n / PL_QK_K;                                                            \
+        Q4K_ROW_LOOP(Q4K_GV_SB);                                                                   \
+        return sum;                                                                                \
+    }
+DEFINE_Q4K_GV_ROW(vec_dot_q4_K_gv, struct pl_block_q8_K)
+DEFINE_Q4K_GV_ROW(vec_dot_q4_K_gv_a, struct pl_block_q8_Ka)
+#undef DEFINE_Q4K_GV_ROW
 #undef Q4K_GV_SB
 
 /* NT tokens (2 .. PL_QUANT_DOTN_MAX) against one Q4_K row (a decode step of several sessions): the
