@@ -228,12 +228,18 @@ static void flush(float *out, size_t out_stride, const float *st, size_t st_stri
  * engine's TinyLlama Q4_K_M decode +1.5% at 1 thread, +1% at 2; this form, 3 rounds at 1
  * thread: 24.0-24.6 -> 24.3-25.1 tok/s. Rows longer than the stack buffer take vec_dot. */
 #define ALIGNED_ACT_BYTES (64u * PL_QUANT_Q8_KA_BYTES) /* rows of up to 16384 */
-static bool aligned_act(const struct pl_weight *w, const uint8_t *xq, uint8_t *xa) {
-    if (!w->k->vec_dot_a || w->k->vec_dot_type != PL_GGML_TYPE_Q8_K ||
+/* The per-row decode's dot product for n_tok tokens of w: vec_dot_a with token 0's activations
+ * re-laid into xa (*ret_x0 = xa) for one token where the kernel has it, else vec_dot over
+ * act->xq. */
+static pl_quant_vec_dot_fn row_dot(const struct pl_weight *w, const struct pl_mm_act *act,
+                                   uint8_t *xa, const uint8_t **ret_x0) {
+    *ret_x0 = act->xq;
+    if (act->n_tok != 1 || !w->k->vec_dot_a || w->k->vec_dot_type != PL_GGML_TYPE_Q8_K ||
         (uint64_t)w->n_cols / 256 * PL_QUANT_Q8_KA_BYTES > ALIGNED_ACT_BYTES)
-        return false;
-    pl_quant_q8_K_align(xq, xa, w->n_cols);
-    return true;
+        return w->k->vec_dot;
+    pl_quant_q8_K_align(act->xq, xa, w->n_cols);
+    *ret_x0 = xa;
+    return w->k->vec_dot_a;
 }
 
 void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
@@ -309,7 +315,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
 
     /* Per row: all tokens in one vec_dotn call where the type has it (the weights unpacked
      * once for all; bit-identical to vec_dot), else one by one. */
-    pl_quant_vec_dot_fn dot = w->k->vec_dot;
+    const pl_quant_vec_dot_fn dot = w->k->vec_dot;
     const void *xs[PL_QUANT_DOTN_MAX];
     const bool multi = w->k->vec_dotn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
     for (uint32_t t = 0; multi && t < n_tok; t++)
@@ -318,11 +324,8 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         /* decode: OUT_BLOCK rows' results wait in st */
         float st[PL_QUANT_DOTN_MAX][OUT_BLOCK];
         _Alignas(64) uint8_t xa[ALIGNED_ACT_BYTES];
-        const uint8_t *x1 = act->xq;
-        if (n_tok == 1 && !multi && aligned_act(w, act->xq, xa)) {
-            dot = w->k->vec_dot_a;
-            x1 = xa;
-        }
+        const uint8_t *x1;
+        const pl_quant_vec_dot_fn dot1 = row_dot(w, act, xa, &x1);
         for (uint32_t c0 = r_lo; c0 < r_hi; c0 += OUT_BLOCK) {
             const uint32_t c1 = PL_MIN(c0 + OUT_BLOCK, r_hi);
             for (uint32_t r0 = c0; r0 < c1; r0 += ROW_BLOCK) {
@@ -336,7 +339,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
                 for (uint32_t t = 0; !multi && t < n_tok; t++) {
                     const uint8_t *x = t == 0 ? x1 : act->xq + (size_t)t * act->stride;
                     for (uint32_t r = r0; r < r1; r++)
-                        st[t][r - c0] = dot(w->n_cols, wd + (size_t)r * w->row_bytes, x);
+                        st[t][r - c0] = dot1(w->n_cols, wd + (size_t)r * w->row_bytes, x);
                 }
             }
             flush(out, out_stride, st[0], OUT_BLOCK, n_tok, c0, c1 - c0, bias, accumulate);
@@ -424,7 +427,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         return;
     }
 
-    pl_quant_vec_dot_fn dot = gate->k->vec_dot;
+    const pl_quant_vec_dot_fn dot = gate->k->vec_dot;
     const void *xs[PL_QUANT_DOTN_MAX];
     const bool multi = gate->k->vec_dotn && n_tok >= 2 && n_tok <= PL_QUANT_DOTN_MAX;
     for (uint32_t t = 0; multi && t < n_tok; t++)
@@ -434,10 +437,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         float tg[PL_QUANT_DOTN_MAX][SWIGLU_ROWS], tu[PL_QUANT_DOTN_MAX][SWIGLU_ROWS];
         _Alignas(64) uint8_t xa[ALIGNED_ACT_BYTES];
         const uint8_t *x1 = act->xq;
-        if (n_tok == 1 && !multi && up->k == gate->k && aligned_act(gate, act->xq, xa)) {
-            dot = gate->k->vec_dot_a;
-            x1 = xa;
-        }
+        const pl_quant_vec_dot_fn dot1 = up->k == gate->k ? row_dot(gate, act, xa, &x1) : dot;
         for (uint32_t c0 = r_lo; c0 < r_hi; c0 += SWIGLU_ROWS) {
             const uint32_t c1 = PL_MIN(c0 + SWIGLU_ROWS, r_hi);
             for (uint32_t r0 = c0; r0 < c1; r0 += ROW_BLOCK) {
@@ -454,8 +454,8 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                 for (uint32_t t = 0; !multi && t < n_tok; t++) {
                     const uint8_t *x = t == 0 ? x1 : act->xq + (size_t)t * act->stride;
                     for (uint32_t r = r0; r < r1; r++) {
-                        tg[t][r - c0] = dot(gate->n_cols, gd + (size_t)r * rb, x);
-                        tu[t][r - c0] = dot(up->n_cols, ud + (size_t)r * rb, x);
+                        tg[t][r - c0] = dot1(gate->n_cols, gd + (size_t)r * rb, x);
+                        tu[t][r - c0] = dot1(up->n_cols, ud + (size_t)r * rb, x);
                     }
                 }
             }
