@@ -242,12 +242,73 @@ static pl_quant_vec_dot_fn row_dot(const struct pl_weight *w, const struct pl_mm
     return w->k->vec_dot_a;
 }
 
+/* One token's rows [r_lo, r_hi) as ns weight streams (pl_quant_prefetch()->streams): the range
+ * cut into ns parts, one row of each in turn, OUT_BLOCK rows of each part at a time. Each row
+ * is the same call as in a single stream, so the results are bit-identical. The row is
+ * vec_rows(1 row) over vec where vec_rows is set (the tiled decode kernels), else dot over x.
+ *
+ * On the Intel AMX VM a core's kernels read more from two streams than from one, though its
+ * read loop does not (one stream 17.2-17.3 GB/s, two in turn 17.3-17.5). The engine's TinyLlama
+ * Q4_K_M decode, 1 thread, per product (rdtsc around each, 128 tokens): Q4_K per row with
+ * vec_dot_q4_K_gv_a, 2048 x 2048 13.8-14.1 -> 16.0-16.9 GB/s, 2048 x 5632 14.1-14.4 -> 16.1-16.8
+ * (3 and 4 streams: 17.1-17.2 and 16.2 on the first, 15.3-15.6 on the second); Q6_K with
+ * vec_q6_Kp 14.6-15.3 -> 15.4-15.7 (single rows in turn; blocks of 4 or 16 rows, no gain). The
+ * fused SwiGLU, which takes a gate row and an up row in turn, was already at 17.2-18.0. */
+struct row_fn {
+    pl_quant_vec_dot_fn dot;
+    const void *x;
+    void (*vec_rows)(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                     const uint8_t *vec, float *out);
+    const uint8_t *vec;
+};
+
+static void rows_streamed(const struct pl_weight *w, const struct row_fn *f, uint32_t ns,
+                          float *out, const float *bias, bool accumulate, uint32_t r_lo,
+                          uint32_t r_hi) {
+    float st[PL_QUANT_STREAMS_MAX][OUT_BLOCK];
+    const uint32_t part = (r_hi - r_lo + ns - 1) / ns;
+    for (uint32_t c = 0; c < part; c += OUT_BLOCK) {
+        uint32_t lo[PL_QUANT_STREAMS_MAX], nr[PL_QUANT_STREAMS_MAX];
+        for (uint32_t k = 0; k < ns; k++) {
+            const uint32_t end = PL_MIN(r_lo + (k + 1) * part, r_hi);
+            lo[k] = r_lo + k * part + c;
+            nr[k] = lo[k] < end ? PL_MIN(OUT_BLOCK, end - lo[k]) : 0;
+        }
+        for (uint32_t i = 0; i < nr[0]; i++) /* part 0 is the longest */
+            for (uint32_t k = 0; k < ns && i < nr[k]; k++) {
+                const uint8_t *row = w->data + (size_t)(lo[k] + i) * w->row_bytes;
+                if (f->vec_rows)
+                    f->vec_rows(w->n_cols, row, w->row_bytes, 1, f->vec, &st[k][i]);
+                else
+                    st[k][i] = f->dot(w->n_cols, row, f->x);
+            }
+        for (uint32_t k = 0; k < ns; k++)
+            flush(out, 0, st[k], OUT_BLOCK, 1, lo[k], nr[k], bias, accumulate);
+    }
+}
+
+/* Streams for one token's rows [r_lo, r_hi): the setting's, while every part keeps
+ * STREAM_ROWS_MIN rows; else 1. */
+#define STREAM_ROWS_MIN 16u
+static uint32_t decode_streams(uint32_t n_tok, uint32_t r_lo, uint32_t r_hi) {
+    if (n_tok != 1)
+        return 1;
+    const uint32_t ns = pl_quant_prefetch()->streams;
+    return ns > 1 && r_hi - r_lo >= ns * STREAM_ROWS_MIN ? ns : 1;
+}
+
 void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
                     size_t out_stride, const float *bias, bool accumulate, uint32_t r_lo,
                     uint32_t r_hi) {
     const uint8_t *wd = w->data;
     const uint32_t n_tok = act->n_tok;
 
+    const uint32_t ns = decode_streams(n_tok, r_lo, r_hi);
+    if (act->tk && act->slots == 1 && act->tk->vec_rows && ns > 1) {
+        const struct row_fn f = {NULL, NULL, act->tk->vec_rows, act->tiles};
+        rows_streamed(w, &f, ns, out, bias, accumulate, r_lo, r_hi);
+        return;
+    }
     if (act->tk && act->slots == 1 && act->tk->vec_rows) {
         /* All tokens in one vec_rowsn call where the kernel has it, else one by one. The
          * results of OUT_BLOCK rows wait in tmp. The kernels store each row's float alone;
@@ -326,6 +387,11 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         _Alignas(64) uint8_t xa[ALIGNED_ACT_BYTES];
         const uint8_t *x1;
         const pl_quant_vec_dot_fn dot1 = row_dot(w, act, xa, &x1);
+        if (ns > 1) {
+            const struct row_fn f = {dot1, x1, NULL, NULL};
+            rows_streamed(w, &f, ns, out, bias, accumulate, r_lo, r_hi);
+            return;
+        }
         for (uint32_t c0 = r_lo; c0 < r_hi; c0 += OUT_BLOCK) {
             const uint32_t c1 = PL_MIN(c0 + OUT_BLOCK, r_hi);
             for (uint32_t r0 = c0; r0 < c1; r0 += ROW_BLOCK) {

@@ -129,6 +129,12 @@ int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
         return -EINVAL;
     if (*p == ':' && parse_pf_bytes(p + 1, &p, &c.decode_bytes) != 0)
         return -EINVAL;
+    if (*p == ':') {
+        if (p[1] < '1' || p[1] > '0' + (int)PL_QUANT_STREAMS_MAX)
+            return -EINVAL;
+        c.streams = (uint32_t)(p[1] - '0');
+        p += 2;
+    }
     if (*p != '\0')
         return -EINVAL;
     *out = c;
@@ -140,7 +146,7 @@ int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
  * is not read). */
 const struct pl_quant_prefetch *pl_quant_prefetch(void) {
     static const struct pl_quant_prefetch neon = {PL_QUANT_PF_NTA, PL_QUANT_PREFETCH_BYTES,
-                                                  PL_QUANT_PREFETCH_BYTES, "fixed"};
+                                                  PL_QUANT_PREFETCH_BYTES, 1, "fixed"};
     return &neon;
 }
 #endif

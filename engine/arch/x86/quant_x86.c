@@ -80,9 +80,15 @@ bool pl_quant_x86_zen(void) {
  *   1 / 1.5 / 2 / 3 / 4 KB: Q4_K 15.2-15.5 / 15.6-15.8 / 15.7-16.0 / 14.5-14.7 / 10.3, Q8_0
  *   15.0-15.2 / 15.5-16.0 / 15.7-16.3 / 15.8-16.2 / 13.9 GB/s; the decode kernels (Q4_0, Q8_0)
  *   12.4-12.6 and 14.7-14.9 GB/s at 2 KB, below that elsewhere; T1 and T2 at 1.5-2 KB below
- *   T0 at 2 KB. Other vendors get Intel's setting. */
-static const struct pl_quant_prefetch pf_zen = {PL_QUANT_PF_NTA, 4096, 8192, "amd"};
-static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, "intel"};
+ *   T0 at 2 KB. A one-token decode there reads 2 weight streams per thread (matmul.c): the
+ *   engine's TinyLlama-shape decode, alternating runs against 1 stream, Q4_K_M 1 thread
+ *   24.0-24.8 -> 24.9-26.3 tok/s, 2 threads 47.6-48.4 -> 50.1-50.2; Q4_0 1 thread 24.0-25.2 ->
+ *   25.2-25.4, 2 threads 48.0 -> 49.7; Q8_0 1 thread 14.2 -> 14.1-14.5. Zen keeps 1 stream,
+ *   its measured best (two adjacent rows interleaved per super-block fell far behind one row
+ *   there; rows from two far parts in turn are not measured on Zen). Other vendors get Intel's
+ *   setting. */
+static const struct pl_quant_prefetch pf_zen = {PL_QUANT_PF_NTA, 4096, 8192, 1, "amd"};
+static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, 2, "intel"};
 
 struct pl_quant_prefetch pl_quant_x86_pf; /* pf_choose() sets it before any kernel runs */
 static pthread_once_t pf_control = PTHREAD_ONCE_INIT;

@@ -39,18 +39,22 @@ typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const vo
  * hint differs between x86 vendors: on AMD Zen cores PREFETCHNTA streams fastest (4 KB ahead
  * per row, 8 KB in the decode kernels); on Intel cores an NTA fill skips L2 and its
  * streamer, halving a core's bandwidth, and PREFETCHT0 2 KB ahead is best (see quant_x86.c
- * for the figures). PICOLM_PREFETCH=t0|nta[:BYTES[:DECODE_BYTES]] overrides (x86 only;
- * BYTES 256..65536, multiples of 64); an invalid value keeps the CPU's choice and says so in
- * `source`. Benchmarks read memory the same way, so that their read loop stays an upper
- * bound for the kernels. */
+ * for the figures). A one-token decode also reads its rows as `streams` weight streams (the
+ * rows cut into that many parts, a row of each in turn: see matmul.c); 2 on Intel, 1 on Zen.
+ * PICOLM_PREFETCH=t0|nta[:BYTES[:DECODE_BYTES[:STREAMS]]] overrides (x86 only; BYTES
+ * 256..65536, multiples of 64; STREAMS 1..PL_QUANT_STREAMS_MAX); an invalid value keeps the
+ * CPU's choice and says so in `source`. Benchmarks read memory the same way, so that their
+ * read loop stays an upper bound for the kernels. */
 enum pl_quant_pf_hint {
     PL_QUANT_PF_NTA = 0, /* __builtin_prefetch locality 0: PREFETCHNTA */
     PL_QUANT_PF_T0 = 3,  /* locality 3: PREFETCHT0 */
 };
+#define PL_QUANT_STREAMS_MAX 4u
 struct pl_quant_prefetch {
     int hint;              /* enum pl_quant_pf_hint */
     uint32_t bytes;        /* per-row vec_dot kernels: distance ahead of the loads */
     uint32_t decode_bytes; /* decode kernels of the repacked tiled path */
+    uint32_t streams;      /* one-token decode: weight streams per thread, 1..STREAMS_MAX */
     const char *source;    /* why: "amd", "intel", "PICOLM_PREFETCH",
                               "PICOLM_PREFETCH invalid"; "fixed" off x86; static) */
 };

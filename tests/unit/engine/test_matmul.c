@@ -176,6 +176,7 @@ static const struct shape k_shapes[] = {
     {6400, 11, 70, 0}, /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
     {768, 22, 1, 5},   /* one token */
     {256, 300, 1, 7},  /* decode results out in blocks (OUT_BLOCK, SWIGLU_ROWS): 3 of them */
+    {512, 203, 1, 2},  /* one token in 2, 3 or 4 weight streams: parts of unequal length */
     {512, 290, 3, 9},  /* the same for three tokens */
 };
 

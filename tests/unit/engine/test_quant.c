@@ -417,17 +417,20 @@ static void test_force_scalar_selects_references(void **state) {
 
 static void test_prefetch_parse(void **state) {
     (void)state;
-    const struct pl_quant_prefetch base = {PL_QUANT_PF_T0, 2048, 4096, "x"};
+    const struct pl_quant_prefetch base = {PL_QUANT_PF_T0, 2048, 4096, 2, "x"};
     static const struct {
         const char *s;
         int hint;
-        uint32_t bytes, decode_bytes;
+        uint32_t bytes, decode_bytes, streams;
     } ok[] = {
-        {"t0", PL_QUANT_PF_T0, 2048, 4096},
-        {"nta", PL_QUANT_PF_NTA, 2048, 4096},
-        {"nta:1024", PL_QUANT_PF_NTA, 1024, 4096},
-        {"t0:256:65536", PL_QUANT_PF_T0, 256, 65536},
-        {"nta:4096:8192", PL_QUANT_PF_NTA, 4096, 8192},
+        {"t0", PL_QUANT_PF_T0, 2048, 4096, 2},
+        {"nta", PL_QUANT_PF_NTA, 2048, 4096, 2},
+        {"nta:1024", PL_QUANT_PF_NTA, 1024, 4096, 2},
+        {"t0:256:65536", PL_QUANT_PF_T0, 256, 65536, 2},
+        {"nta:4096:8192", PL_QUANT_PF_NTA, 4096, 8192, 2},
+        {"t0:1024:2048:1", PL_QUANT_PF_T0, 1024, 2048, 1},
+        {"nta:256:256:3", PL_QUANT_PF_NTA, 256, 256, 3},
+        {"t0:2048:2048:4", PL_QUANT_PF_T0, 2048, 2048, 4},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         struct pl_quant_prefetch c = base;
@@ -435,12 +438,33 @@ static void test_prefetch_parse(void **state) {
         assert_int_equal(c.hint, ok[i].hint);
         assert_int_equal(c.bytes, ok[i].bytes);
         assert_int_equal(c.decode_bytes, ok[i].decode_bytes);
+        assert_int_equal(c.streams, ok[i].streams);
         assert_ptr_equal(c.source, base.source);
     }
-    static const char *const bad[] = {"",         "t1",        "T0",         "nta ",
-                                      "t0:",      "t0:192",    "t0:65600",   "t0:1000",
-                                      "t0:1024:", "t0:1:2:3",  "nta2048",    "t0:99999999999",
-                                      "t0:-64",   "t0:1024:x", "nta:4096:0", "t0:0x400"};
+    static const char *const bad[] = {"",
+                                      "t1",
+                                      "T0",
+                                      "nta ",
+                                      "t0:",
+                                      "t0:192",
+                                      "t0:65600",
+                                      "t0:1000",
+                                      "t0:1024:",
+                                      "t0:1:2:3",
+                                      "nta2048",
+                                      "t0:99999999999",
+                                      "t0:-64",
+                                      "t0:1024:x",
+                                      "nta:4096:0",
+                                      "t0:0x400",
+                                      "t0:1024:2048:",
+                                      "t0:1024:2048:0",
+                                      "t0:1024:2048:5",
+                                      "t0:1024:2048:12",
+                                      "t0:1024:2048:2:",
+                                      "t0:1024:2048:x",
+                                      "t0:1024:2048:-1",
+                                      "t0:1024:3"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct pl_quant_prefetch c = base;
         assert_int_equal(pl_quant_prefetch_parse(bad[i], &c), -EINVAL);
@@ -464,10 +488,11 @@ static void check_prefetch_child(const char *env, const struct pl_quant_prefetch
         const struct pl_quant_prefetch *p = pl_quant_prefetch();
         const int same = p && p == pl_quant_prefetch() && p->hint == want->hint &&
                          p->bytes == want->bytes && p->decode_bytes == want->decode_bytes &&
-                         !strcmp(p->source, want->source);
+                         p->streams == want->streams && !strcmp(p->source, want->source);
         if (!same && p)
-            fprintf(stderr, "PICOLM_PREFETCH=%s: hint %d, %u / %u B, source %s\n",
-                    env ? env : "(unset)", p->hint, p->bytes, p->decode_bytes, p->source);
+            fprintf(stderr, "PICOLM_PREFETCH=%s: hint %d, %u / %u B, %u streams, source %s\n",
+                    env ? env : "(unset)", p->hint, p->bytes, p->decode_bytes, p->streams,
+                    p->source);
         _exit(same ? 0 : 1);
     }
     expect_child_ok(pid);
@@ -497,13 +522,18 @@ static void test_prefetch_setting_and_env(void **state) {
     assert_true(cpu.hint == PL_QUANT_PF_T0 || cpu.hint == PL_QUANT_PF_NTA);
     assert_true(cpu.bytes >= 256 && cpu.bytes <= 65536 && cpu.bytes % 64 == 0);
     assert_true(cpu.decode_bytes >= 256 && cpu.decode_bytes <= 65536 && cpu.decode_bytes % 64 == 0);
+    assert_true(cpu.streams >= 1 && cpu.streams <= PL_QUANT_STREAMS_MAX);
     check_prefetch_child(NULL, &cpu);
 #if defined(__x86_64__) || defined(__i386__)
     assert_true(!strcmp(cpu.source, "amd") || !strcmp(cpu.source, "intel"));
     check_prefetch_child(
-        "nta:512:1024", &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 512, 1024, "PICOLM_PREFETCH"});
-    check_prefetch_child("t0:3072", &(struct pl_quant_prefetch){
-                                        PL_QUANT_PF_T0, 3072, cpu.decode_bytes, "PICOLM_PREFETCH"});
+        "nta:512:1024",
+        &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 512, 1024, cpu.streams, "PICOLM_PREFETCH"});
+    check_prefetch_child("t0:3072",
+                         &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 3072, cpu.decode_bytes,
+                                                     cpu.streams, "PICOLM_PREFETCH"});
+    check_prefetch_child("t0:1024:2048:3", &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 1024, 2048,
+                                                                       3, "PICOLM_PREFETCH"});
     struct pl_quant_prefetch kept = cpu;
     kept.source = "PICOLM_PREFETCH invalid";
     check_prefetch_child("t0:100", &kept);

@@ -640,6 +640,7 @@ static void test_prefetch_env_honoured(void **state) {
     assert_int_equal(p->hint, want.hint);
     assert_int_equal(p->bytes, want.bytes);
     assert_int_equal(p->decode_bytes, want.decode_bytes);
+    assert_int_equal(p->streams, want.streams);
 }
 
 int main(int argc, char **argv) {
