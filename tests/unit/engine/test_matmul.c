@@ -333,6 +333,23 @@ static void test_swiglu(void **state) {
                         fail_msg("swiglu type %u n %u tok %u row %u: got %.9g want %.9g",
                                  k_types[i], sh->n, t, r, got, want);
                 }
+            /* bit-identical to the two products and pl_mm_swiglu() (however the rows are
+             * taken: fused, in weight streams, in tiles) */
+            const size_t len = (size_t)sh->rows * sh->n_tok;
+            float *go = calloc(len, sizeof(float)), *uo = calloc(len, sizeof(float));
+            assert_non_null(go);
+            assert_non_null(uo);
+            pl_matmul_rows(&g.w, &a.act, go, sh->rows, NULL, false, sh->r_lo, sh->rows);
+            pl_matmul_rows(&u.w, &a.act, uo, sh->rows, NULL, false, sh->r_lo, sh->rows);
+            for (uint32_t t = 0; t < sh->n_tok; t++) {
+                float *o = go + (size_t)t * sh->rows + sh->r_lo;
+                pl_mm_swiglu(o, o, uo + (size_t)t * sh->rows + sh->r_lo, sh->rows - sh->r_lo);
+            }
+            if (memcmp(go, out, len * sizeof(float)) != 0)
+                fail_msg("swiglu type %u n %u tokens %u: differs from the two products",
+                         k_types[i], sh->n, sh->n_tok);
+            free(go);
+            free(uo);
             free(out);
             acts_free(&a);
             mat_free(&g);
