@@ -346,8 +346,8 @@ static void test_swiglu(void **state) {
                 pl_mm_swiglu(o, o, uo + (size_t)t * sh->rows + sh->r_lo, sh->rows - sh->r_lo);
             }
             if (memcmp(go, out, len * sizeof(float)) != 0)
-                fail_msg("swiglu type %u n %u tokens %u: differs from the two products",
-                         k_types[i], sh->n, sh->n_tok);
+                fail_msg("swiglu type %u n %u tokens %u: differs from the two products", k_types[i],
+                         sh->n, sh->n_tok);
             free(go);
             free(uo);
             free(out);
