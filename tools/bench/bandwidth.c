@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Read bandwidth: XOR of every 64-byte line of a buffer with four independent accumulators
  * (enough loads in flight for one core to reach its streaming limit), plain and with T0 and
- * NTA software prefetches at the kernels' distances, compiled for AVX-512, AVX2 and generic
- * x86-64 and picked from the CPU's features; best of N passes, threads released together by
- * a barrier and each timing its own read. Reused by every picolm-bench subcommand that reports an
- * effective bandwidth against the machine's. */
+ * NTA software prefetches at the kernels' distances, and over the kernels' weight streams
+ * (pl_quant_prefetch()->streams parts in turn) where there are several, compiled for AVX-512, AVX2
+ * and generic x86-64 and picked from the CPU's features; best of N passes, threads released
+ * together by a barrier and each timing its own read. Reused by every picolm-bench subcommand that
+ * reports an effective bandwidth against the machine's. */
 #include "bandwidth.h"
 
 #include <errno.h>
@@ -44,19 +45,60 @@ typedef long long v8ll __attribute__((vector_size(64)));
         s ^= a0[k];                                                                                \
     return s;
 
-typedef long long (*read_fn)(const void *p, size_t len, size_t dist);
+/* The same over ns parts of len / ns bytes (rounded down to 256 bytes: stream_bytes()), 4
+ * lines of each in turn, each part prefetched DIST ahead. */
+#define READ_STREAMS_BODY(LOC)                                                                     \
+    const v8ll *v = p;                                                                             \
+    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
+    const size_t part = len / sizeof(v8ll) / ns & ~(size_t)3;                                      \
+    for (size_t i = 0; i < part; i += 4)                                                           \
+        for (uint32_t k = 0; k < ns; k++) {                                                        \
+            const v8ll *w = v + k * part + i;                                                      \
+            const char *q = (const char *)w + dist;                                                \
+            __builtin_prefetch(q, 0, LOC);                                                         \
+            __builtin_prefetch(q + 64, 0, LOC);                                                    \
+            __builtin_prefetch(q + 128, 0, LOC);                                                   \
+            __builtin_prefetch(q + 192, 0, LOC);                                                   \
+            a0 ^= w[0];                                                                            \
+            a1 ^= w[1];                                                                            \
+            a2 ^= w[2];                                                                            \
+            a3 ^= w[3];                                                                            \
+        }                                                                                          \
+    a0 ^= a1 ^ a2 ^ a3;                                                                            \
+    long long s = 0;                                                                               \
+    for (int k = 0; k < 8; k++)                                                                    \
+        s ^= a0[k];                                                                                \
+    return s;
 
-/* One read loop per hint for a target: name##_plain (dist unused), name##_t0, name##_nta. */
+/* Bytes a loop reads of len: all of them, or the streams' whole parts. */
+static size_t stream_bytes(size_t len, uint32_t ns) {
+    return ns <= 1 ? len : (len / sizeof(v8ll) / ns & ~(size_t)3) * ns * sizeof(v8ll);
+}
+
+typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns);
+
+/* The read loops of a target: name##_plain (dist unused), name##_t0, name##_nta, and the
+ * streams' name##_st0, name##_snta (ns unused by the first three). */
 #define DEFINE_READ_LOOPS(name, target)                                                            \
-    target static long long name##_plain(const void *p, size_t len, size_t dist) {                 \
+    target static long long name##_plain(const void *p, size_t len, size_t dist, uint32_t ns) {    \
         (void)dist;                                                                                \
+        (void)ns;                                                                                  \
         READ_LOOP_BODY(3, 0)                                                                       \
     }                                                                                              \
-    target static long long name##_t0(const void *p, size_t len, size_t dist){READ_LOOP_BODY(      \
-        3, dist)} target static long long name##_nta(const void *p, size_t len, size_t dist) {     \
+    target static long long name##_t0(const void *p, size_t len, size_t dist, uint32_t ns) {       \
+        (void)ns;                                                                                  \
+        READ_LOOP_BODY(3, dist)                                                                    \
+    }                                                                                              \
+    target static long long name##_nta(const void *p, size_t len, size_t dist, uint32_t ns) {      \
+        (void)ns;                                                                                  \
         READ_LOOP_BODY(0, dist)                                                                    \
     }                                                                                              \
-    static const read_fn name[3] = {name##_plain, name##_t0, name##_nta};
+    target static long long name##_st0(const void *p, size_t len, size_t dist, uint32_t ns){       \
+        READ_STREAMS_BODY(3)} target static long long name##_snta(const void *p, size_t len,       \
+                                                                  size_t dist, uint32_t ns) {      \
+        READ_STREAMS_BODY(0)                                                                       \
+    }                                                                                              \
+    static const read_fn name[5] = {name##_plain, name##_t0, name##_nta, name##_st0, name##_snta};
 
 #if defined(__x86_64__) || defined(__i386__)
 DEFINE_READ_LOOPS(read_avx512, __attribute__((target("avx512f"))))
@@ -65,14 +107,17 @@ DEFINE_READ_LOOPS(read_avx2, __attribute__((target("avx2"))))
 /* Elsewhere (aarch64): the compiler's vectors of the target's width. */
 DEFINE_READ_LOOPS(read_generic, )
 
-/* The loop of a mode (0 plain, 1 T0, 2 NTA) and its prefetch distance. */
-static read_fn pick_read(enum bench_bw_mode mode, size_t *dist) {
+/* The loop of a mode (0 plain, 1 T0, 2 NTA, 3 / 4 the streams with T0 / NTA), its prefetch
+ * distance and stream count. */
+static read_fn pick_read(enum bench_bw_mode mode, size_t *dist, uint32_t *ns) {
     const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     const int hint = mode == BENCH_BW_PLAIN                              ? 0
                      : mode == BENCH_BW_T0 || mode == BENCH_BW_T0_DECODE ? 1
-                                                                         : 2;
+                     : mode == BENCH_BW_STREAMS ? (pf->hint == PL_QUANT_PF_NTA ? 4 : 3)
+                                                : 2;
     *dist =
         mode == BENCH_BW_T0_DECODE || mode == BENCH_BW_NTA_DECODE ? pf->decode_bytes : pf->bytes;
+    *ns = mode == BENCH_BW_STREAMS ? pf->streams : 1;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
@@ -95,6 +140,7 @@ struct bw_job {
     size_t len;
     read_fn fn;
     size_t dist;
+    uint32_t ns;
     uint32_t cpu;
     int passes;
     double *t_start, *t_end; /* [passes]: this worker's own clock around its read */
@@ -131,7 +177,7 @@ static void *bw_worker(void *arg) {
     for (int pass = 0; pass < j->passes; pass++) {
         (void)pthread_barrier_wait(j->bar);
         j->t_start[pass] = now_s();
-        j->sink ^= j->fn(j->base, j->len, j->dist);
+        j->sink ^= j->fn(j->base, j->len, j->dist, j->ns);
         j->t_end[pass] = now_s();
     }
     return NULL;
@@ -153,18 +199,20 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
         (unsigned)mode >= BENCH_BW_N_MODES)
         return -EINVAL;
     size_t dist;
-    read_fn fn = pick_read(mode, &dist);
+    uint32_t ns;
+    read_fn fn = pick_read(mode, &dist, &ns);
     size_t slice = (len / n_threads) & ~(size_t)255;
-    if (slice == 0)
+    const size_t bytes = stream_bytes(slice, ns); /* what each thread reads of its slice */
+    if (slice == 0 || bytes == 0)
         return -EINVAL;
     if (n_threads == 1) { /* no thread needed: time the calling one */
         volatile long long sink = 0;
         for (int pass = 0; pass < passes; pass++) {
             double t0 = now_s();
-            sink ^= fn(buf, slice, dist);
+            sink ^= fn(buf, slice, dist, ns);
             double dt = now_s() - t0;
-            if (dt > 0 && (double)slice / dt > best)
-                best = (double)slice / dt;
+            if (dt > 0 && (double)bytes / dt > best)
+                best = (double)bytes / dt;
         }
         (void)sink;
         return best;
@@ -173,11 +221,17 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
     if (pthread_barrier_init(&bar, NULL, n_threads) != 0)
         return -EAGAIN;
     for (uint32_t i = 0; i < n_threads; i++) {
-        jobs[i] = (struct bw_job){&bar,         (const uint8_t *)buf + i * slice,
-                                  slice,        fn,
-                                  dist,         i,
-                                  passes,       stamps[0][i],
-                                  stamps[1][i], 0};
+        jobs[i] = (struct bw_job){.bar = &bar,
+                                  .base = (const uint8_t *)buf + i * slice,
+                                  .len = slice,
+                                  .fn = fn,
+                                  .dist = dist,
+                                  .ns = ns,
+                                  .cpu = i,
+                                  .passes = passes,
+                                  .t_start = stamps[0][i],
+                                  .t_end = stamps[1][i],
+                                  .sink = 0};
         if (pthread_create(&th[i], NULL, bw_worker, &jobs[i]) != 0)
             break;
         started++;
@@ -204,8 +258,8 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
                 t1 = stamps[1][i][pass];
         }
         double dt = t1 - t0;
-        if (dt > 0 && (double)slice * n_threads / dt > best)
-            best = (double)slice * n_threads / dt;
+        if (dt > 0 && (double)bytes * n_threads / dt > best)
+            best = (double)bytes * n_threads / dt;
     }
     return best;
 }
@@ -216,6 +270,8 @@ const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf) {
 
 bool bench_bw_mode_distinct(enum bench_bw_mode mode) {
     const struct pl_quant_prefetch *pf = pl_quant_prefetch();
+    if (mode == BENCH_BW_STREAMS)
+        return pf->streams > 1;
     return (mode != BENCH_BW_T0_DECODE && mode != BENCH_BW_NTA_DECODE) ||
            pf->decode_bytes != pf->bytes;
 }
@@ -241,7 +297,8 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
         }
         for (int m = 0; m < BENCH_BW_N_MODES; m++) {
             const enum bench_bw_mode mode = (enum bench_bw_mode)m;
-            const bool other = m != BENCH_BW_PLAIN && mode_nta(mode) != own_nta;
+            const bool other = m != BENCH_BW_PLAIN && m != BENCH_BW_STREAMS &&
+                               mode_nta(mode) != own_nta; /* the streams take the own hint */
             if (other != (round == 0) || !bench_bw_mode_distinct(mode))
                 continue;
             const double bw = bench_bw_read_mode(buf, len, n_threads, passes, mode);

@@ -23,13 +23,17 @@ enum bench_bw_mode {
     BENCH_BW_NTA = 2,        /* NTA, the same distance */
     BENCH_BW_T0_DECODE = 3,  /* T0, pl_quant_prefetch()->decode_bytes ahead */
     BENCH_BW_NTA_DECODE = 4, /* NTA, the same distance */
-    BENCH_BW_N_MODES = 5,
+    /* the kernels' hint and per-row distance, 4 lines of each of pl_quant_prefetch()->streams
+     * parts in turn (the weight streams of a one-token decode) */
+    BENCH_BW_STREAMS = 5,
+    BENCH_BW_N_MODES = 6,
 };
 
 /* "t0" or "nta": the kernels' hint in pf, for reports. */
 const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf);
 
-/* False for the decode distance's modes where it equals the per-row one (the same loops). */
+/* False for the decode distance's modes where it equals the per-row one (the same loops), and
+ * for BENCH_BW_STREAMS with one stream. */
 bool bench_bw_mode_distinct(enum bench_bw_mode mode);
 
 /* Best-of-passes read bandwidth in bytes/s of n_threads threads (1..64) reading disjoint
