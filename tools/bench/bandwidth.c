@@ -18,57 +18,55 @@
 
 typedef long long v8ll __attribute__((vector_size(64)));
 
-/* Four independent XOR chains over 4 lines per iteration; with a prefetch, each iteration
- * first hints the 4 lines DIST bytes ahead with locality LOC (3: PREFETCHT0, 0:
- * PREFETCHNTA on x86), as the kernels do (prefetches past the end are harmless hints: they
- * never fault). DIST 0: plain loads. */
-#define READ_LOOP_BODY(LOC, DIST)                                                                  \
-    const v8ll *v = p;                                                                             \
-    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
-    size_t n = len / sizeof(v8ll);                                                                 \
-    for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
-        if (DIST) {                                                                                \
-            const char *q = (const char *)(v + i) + (DIST);                                        \
-            __builtin_prefetch(q, 0, LOC);                                                         \
-            __builtin_prefetch(q + 64, 0, LOC);                                                    \
-            __builtin_prefetch(q + 128, 0, LOC);                                                   \
-            __builtin_prefetch(q + 192, 0, LOC);                                                   \
-        }                                                                                          \
-        a0 ^= v[i];                                                                                \
-        a1 ^= v[i + 1];                                                                            \
-        a2 ^= v[i + 2];                                                                            \
-        a3 ^= v[i + 3];                                                                            \
-    }                                                                                              \
+/* Pieces of the loops below: hint the 4 lines at q with locality LOC (3: PREFETCHT0, 0:
+ * PREFETCHNTA on x86; prefetches past the end are harmless hints: they never fault); XOR the 4
+ * lines at w into the 4 chains; fold the chains into the loop's result. */
+#define PF4(q, LOC)                                                                                \
+    do {                                                                                           \
+        __builtin_prefetch((q), 0, LOC);                                                           \
+        __builtin_prefetch((q) + 64, 0, LOC);                                                      \
+        __builtin_prefetch((q) + 128, 0, LOC);                                                     \
+        __builtin_prefetch((q) + 192, 0, LOC);                                                     \
+    } while (0)
+#define XOR4(w)                                                                                    \
+    do {                                                                                           \
+        a0 ^= (w)[0];                                                                              \
+        a1 ^= (w)[1];                                                                              \
+        a2 ^= (w)[2];                                                                              \
+        a3 ^= (w)[3];                                                                              \
+    } while (0)
+#define FOLD_RETURN                                                                                \
     a0 ^= a1 ^ a2 ^ a3;                                                                            \
     long long s = 0;                                                                               \
     for (int k = 0; k < 8; k++)                                                                    \
         s ^= a0[k];                                                                                \
     return s;
 
+/* Four independent XOR chains over 4 lines per iteration; with a prefetch, each iteration
+ * first hints the 4 lines DIST bytes ahead, as the kernels do. DIST 0: plain loads. */
+#define READ_LOOP_BODY(LOC, DIST)                                                                  \
+    const v8ll *v = p;                                                                             \
+    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
+    size_t n = len / sizeof(v8ll);                                                                 \
+    for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
+        if (DIST)                                                                                  \
+            PF4((const char *)(v + i) + (DIST), LOC);                                              \
+        XOR4(v + i);                                                                               \
+    }                                                                                              \
+    FOLD_RETURN
+
 /* The same over ns parts of len / ns bytes (rounded down to 256 bytes: stream_bytes()), 4
- * lines of each in turn, each part prefetched DIST ahead. */
+ * lines of each in turn, each part prefetched dist ahead. */
 #define READ_STREAMS_BODY(LOC)                                                                     \
     const v8ll *v = p;                                                                             \
     v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
     const size_t part = len / sizeof(v8ll) / ns & ~(size_t)3;                                      \
     for (size_t i = 0; i < part; i += 4)                                                           \
         for (uint32_t k = 0; k < ns; k++) {                                                        \
-            const v8ll *w = v + k * part + i;                                                      \
-            const char *q = (const char *)w + dist;                                                \
-            __builtin_prefetch(q, 0, LOC);                                                         \
-            __builtin_prefetch(q + 64, 0, LOC);                                                    \
-            __builtin_prefetch(q + 128, 0, LOC);                                                   \
-            __builtin_prefetch(q + 192, 0, LOC);                                                   \
-            a0 ^= w[0];                                                                            \
-            a1 ^= w[1];                                                                            \
-            a2 ^= w[2];                                                                            \
-            a3 ^= w[3];                                                                            \
+            PF4((const char *)(v + k * part + i) + dist, LOC);                                     \
+            XOR4(v + k * part + i);                                                                \
         }                                                                                          \
-    a0 ^= a1 ^ a2 ^ a3;                                                                            \
-    long long s = 0;                                                                               \
-    for (int k = 0; k < 8; k++)                                                                    \
-        s ^= a0[k];                                                                                \
-    return s;
+    FOLD_RETURN
 
 /* Bytes a loop reads of len: all of them, or the streams' whole parts. */
 static size_t stream_bytes(size_t len, uint32_t ns) {
