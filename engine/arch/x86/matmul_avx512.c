@@ -692,7 +692,12 @@ static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int
  * `picolm-bench decode` from memory, rows of 2048, three alternating runs, sweep -> this:
  * Q8_0 13.3-13.8 -> 14.3-14.8 GB/s, Q4_0 12.2-12.8 -> 12.4-13.1, Q6_K (vec_q6_Kp, steps of 4
  * super-blocks; PICOLM_ISA=avx512) 12.5-13.0 -> 13.2-13.5; in the engine (TinyLlama shape, 1
- * thread) Q8_0 13.2 -> 13.7-14.0 tok/s, Q4_0 23.7 -> 24.0-24.2. */
+ * thread) Q8_0 13.2 -> 13.7-14.0 tok/s, Q4_0 23.7 -> 24.0-24.2. The Q4_0 / Q8_0 decode
+ * (DEFINE_VEC_ROWS) steps one super-block at a time, not the pair it computes together: there,
+ * rdtsc around each 2048 x 2048 product of the engine's decode (1 thread), Q8_0 15.9-16.0 ->
+ * 16.7-17.0 GB/s (14.0-14.2 -> 14.7-15.1 tok/s; with one weight stream 14.8-16.2 -> 16.9-17.0),
+ * Q4_0 16.0-16.2 -> 17.0-17.1 (27.1-27.3 -> 28.5 tok/s). In vec_q6_Kp a step per super-block
+ * instead of per 4 made no difference then (16.3-16.7 against 16.4-16.9 GB/s). */
 static inline __attribute__((always_inline)) void pf_step(const uint8_t *row, int64_t s, size_t sb,
                                                           int lines) {
     pl_x86_pf_lines((const char *)row + VEC_PF_BYTES + (size_t)s * sb, lines);
@@ -808,8 +813,10 @@ static inline __attribute__((always_inline)) void pf_step(const uint8_t *row, in
             int64_t s = 0;                                                                         \
             for (; s + 2 <= n_sb; s += 2) {                                                        \
                 struct unpacked u0, u1;                                                            \
-                pf_step(r0, s, (sb_bytes), (int)((2 * (sb_bytes) + 63) / 64));                     \
+                /* a super-block's lines before each (see pf_step) */                              \
+                pf_step(r0, s, (sb_bytes), (int)(((sb_bytes) + 63) / 64));                         \
                 unpack(r0, s, &u0);                                                                \
+                pf_step(r0, s + 1, (sb_bytes), (int)(((sb_bytes) + 63) / 64));                     \
                 unpack(r0, s + 1, &u1);                                                            \
                 /* the trees of both super-blocks side by side (lanes 0 and 8), added to           \
                  * the row's sum in order */                                                       \
