@@ -280,45 +280,36 @@ static inline uint32_t part_rows(uint32_t r_lo, uint32_t r_hi, uint32_t part, ui
     return *ret_lo < end ? PL_MIN(max, end - *ret_lo) : 0;
 }
 
-static void rows_streamed(const struct pl_weight *w, const struct row_fn *f, uint32_t ns,
-                          float *out, const float *bias, bool accumulate, uint32_t r_lo,
-                          uint32_t r_hi) {
-    float st[PL_QUANT_STREAMS_MAX][OUT_BLOCK];
-    uint32_t lo[PL_QUANT_STREAMS_MAX], nr[PL_QUANT_STREAMS_MAX];
-    const uint32_t part = (r_hi - r_lo + ns - 1) / ns;
-    for (uint32_t c = 0; c < part; c += OUT_BLOCK) {
-        for (uint32_t k = 0; k < ns; k++)
-            nr[k] = part_rows(r_lo, r_hi, part, k, c, OUT_BLOCK, &lo[k]);
-        for (uint32_t i = 0; i < nr[0]; i++) /* part 0 is the longest, only the last shorter */
-            for (uint32_t k = 0; k < ns && i < nr[k]; k++)
-                st[k][i] = row_value(w, f, lo[k] + i);
-        for (uint32_t k = 0; k < ns; k++)
-            flush(out, 0, st[k], OUT_BLOCK, 1, lo[k], nr[k], bias, accumulate);
-    }
-}
-
-/* The same for the fused SwiGLU: a gate row and an up row of each part in turn (2 x ns
- * streams), silu(gate) * up to out once per SWIGLU_ROWS of a part. Rows of the tiled decode
- * kernels were taken in blocks of ROW_BLOCK per matrix before; on the Intel VM, 1 thread,
- * rdtsc per product of the engine's TinyLlama decode: gate and up 11264 x 2048 in Q4_0 (vec_rows)
+/* Rows [r_lo, r_hi) of w for one token in ns parts, a row of each in turn. Without up: the
+ * products to out (+ bias / accumulate) once per OUT_BLOCK rows of a part. With up (the fused
+ * SwiGLU): a row of w (the gate) and the same row of up in turn (2 x ns streams),
+ * silu(gate) * up to out once per SWIGLU_ROWS rows of a part. Rows of the tiled decode kernels'
+ * SwiGLU were taken in blocks of ROW_BLOCK per matrix before; on the Intel VM, 1 thread, rdtsc
+ * per product of the engine's TinyLlama decode: gate and up 11264 x 2048 in Q4_0 (vec_rows)
  * 14.6-15.0 GB/s in blocks, 15.6-15.9 a row each in turn, 16.2-16.5 with two parts (this); Q8_0
  * 15.2 -> 15.6-15.9 -> 15.6-15.7; Q4_K (per row, already a row each in turn) 17.7 -> 17.9. */
-static void swiglu_streamed(const struct pl_weight *gate, const struct pl_weight *up,
-                            const struct row_fn *f, uint32_t ns, float *out, uint32_t r_lo,
-                            uint32_t r_hi) {
-    float tg[PL_QUANT_STREAMS_MAX][SWIGLU_ROWS], tu[PL_QUANT_STREAMS_MAX][SWIGLU_ROWS];
+static void rows_streamed(const struct pl_weight *w, const struct pl_weight *up,
+                          const struct row_fn *f, uint32_t ns, float *out, const float *bias,
+                          bool accumulate, uint32_t r_lo, uint32_t r_hi) {
+    float st[PL_QUANT_STREAMS_MAX][SWIGLU_ROWS], su[PL_QUANT_STREAMS_MAX][SWIGLU_ROWS];
     uint32_t lo[PL_QUANT_STREAMS_MAX], nr[PL_QUANT_STREAMS_MAX];
+    const uint32_t block = up ? SWIGLU_ROWS : OUT_BLOCK;
     const uint32_t part = (r_hi - r_lo + ns - 1) / ns;
-    for (uint32_t c = 0; c < part; c += SWIGLU_ROWS) {
+    for (uint32_t c = 0; c < part; c += block) {
         for (uint32_t k = 0; k < ns; k++)
-            nr[k] = part_rows(r_lo, r_hi, part, k, c, SWIGLU_ROWS, &lo[k]);
-        for (uint32_t i = 0; i < nr[0]; i++)
+            nr[k] = part_rows(r_lo, r_hi, part, k, c, block, &lo[k]);
+        for (uint32_t i = 0; i < nr[0]; i++) /* part 0 is the longest, only the last shorter */
             for (uint32_t k = 0; k < ns && i < nr[k]; k++) {
-                tg[k][i] = row_value(gate, f, lo[k] + i);
-                tu[k][i] = row_value(up, f, lo[k] + i);
+                st[k][i] = row_value(w, f, lo[k] + i);
+                if (up)
+                    su[k][i] = row_value(up, f, lo[k] + i);
             }
-        for (uint32_t k = 0; k < ns; k++)
-            pl_mm_swiglu(out + lo[k], tg[k], tu[k], nr[k]);
+        for (uint32_t k = 0; k < ns; k++) {
+            if (up)
+                pl_mm_swiglu(out + lo[k], st[k], su[k], nr[k]);
+            else
+                flush(out, 0, st[k], block, 1, lo[k], nr[k], bias, accumulate);
+        }
     }
 }
 
@@ -341,7 +332,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
     const uint32_t ns = decode_streams(n_tok, r_lo, r_hi);
     if (act->tk && act->slots == 1 && act->tk->vec_rows && ns > 1) {
         const struct row_fn f = {NULL, NULL, act->tk->vec_rows, act->tiles};
-        rows_streamed(w, &f, ns, out, bias, accumulate, r_lo, r_hi);
+        rows_streamed(w, NULL, &f, ns, out, bias, accumulate, r_lo, r_hi);
         return;
     }
     if (act->tk && act->slots == 1 && act->tk->vec_rows) {
@@ -424,7 +415,7 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         const pl_quant_vec_dot_fn dot1 = row_dot(w, act, xa, &x1);
         if (ns > 1) {
             const struct row_fn f = {dot1, x1, NULL, NULL};
-            rows_streamed(w, &f, ns, out, bias, accumulate, r_lo, r_hi);
+            rows_streamed(w, NULL, &f, ns, out, bias, accumulate, r_lo, r_hi);
             return;
         }
         for (uint32_t c0 = r_lo; c0 < r_hi; c0 += OUT_BLOCK) {
@@ -469,7 +460,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
 
     if (act->tk && act->slots == 1 && act->tk->vec_rows && ns > 1) {
         const struct row_fn f = {NULL, NULL, act->tk->vec_rows, act->tiles};
-        swiglu_streamed(gate, up, &f, ns, out, r_lo, r_hi);
+        rows_streamed(gate, up, &f, ns, out, NULL, false, r_lo, r_hi);
         return;
     }
 
@@ -548,7 +539,7 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         const pl_quant_vec_dot_fn dot1 = up->k == gate->k ? row_dot(gate, act, xa, &x1) : dot;
         if (ns > 1) {
             const struct row_fn f = {dot1, x1, NULL, NULL};
-            swiglu_streamed(gate, up, &f, ns, out, r_lo, r_hi);
+            rows_streamed(gate, up, &f, ns, out, NULL, false, r_lo, r_hi);
             return;
         }
         for (uint32_t c0 = r_lo; c0 < r_hi; c0 += SWIGLU_ROWS) {
