@@ -55,12 +55,17 @@ typedef long long v8ll __attribute__((vector_size(64)));
     }                                                                                              \
     FOLD_RETURN
 
+/* Vectors in each of the streams' ns parts of len bytes: a multiple of 4 (whole iterations). */
+static size_t stream_part(size_t len, uint32_t ns) {
+    return len / sizeof(v8ll) / ns & ~(size_t)3;
+}
+
 /* The same over ns parts of len / ns bytes (rounded down to 256 bytes: stream_bytes()), 4
  * lines of each in turn, each part prefetched dist ahead. */
 #define READ_STREAMS_BODY(LOC)                                                                     \
     const v8ll *v = p;                                                                             \
     v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
-    const size_t part = len / sizeof(v8ll) / ns & ~(size_t)3;                                      \
+    const size_t part = stream_part(len, ns);                                                      \
     for (size_t i = 0; i < part; i += 4)                                                           \
         for (uint32_t k = 0; k < ns; k++) {                                                        \
             PF4((const char *)(v + k * part + i) + dist, LOC);                                     \
@@ -70,7 +75,7 @@ typedef long long v8ll __attribute__((vector_size(64)));
 
 /* Bytes a loop reads of len: all of them, or the streams' whole parts. */
 static size_t stream_bytes(size_t len, uint32_t ns) {
-    return ns <= 1 ? len : (len / sizeof(v8ll) / ns & ~(size_t)3) * ns * sizeof(v8ll);
+    return ns <= 1 ? len : stream_part(len, ns) * ns * sizeof(v8ll);
 }
 
 typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns);
