@@ -99,7 +99,7 @@ struct pl_ctx {
     uint8_t *th_xq;
     uint8_t *th_vec;
     size_t vec_bytes;
-    /* Per thread: rope cache [n_rot]. */
+    /* Per thread: rope caches [PRIV][n_rot] (a private batch's tokens; else one). */
     float *th_rope;
 
     /* Validation scratch and the current step (set by the caller before the parallel run). */
@@ -117,6 +117,17 @@ static void split(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo, uint
     *ret_lo = (uint32_t)((uint64_t)n * ith / nth);
     *ret_hi = (uint32_t)((uint64_t)n * (ith + 1) / nth);
 }
+
+/* split() in whole pairs of rows: every share but the last starts and ends on an even row,
+ * as the dynamic shares' units do (ROWS_MIN), so each RoPE pair of a product's output is
+ * computed by one thread (qkv_rows). */
+static void split_pairs(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo,
+                        uint32_t *ret_hi) {
+    split((n + 1) / 2, ith, nth, ret_lo, ret_hi);
+    *ret_lo = PL_MIN(2 * *ret_lo, n);
+    *ret_hi = PL_MIN(2 * *ret_hi, n);
+}
+_Static_assert(ROWS_MIN % 2 == 0, "dynamic shares keep RoPE pairs whole");
 
 /* y = x / sqrt(mean(x^2) + eps) * w; as ggml_rms_norm followed by ggml_mul: squares in
  * float, summed in double. The sum runs in 8 interleaved partial sums (lane k of element
@@ -281,7 +292,7 @@ static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_
         /* Small matrices (tiny models): the cache lines bouncing between cores cost more
          * than any imbalance. (Segments too long for the word: never for real vocabularies
          * with a thread or more per 1M rows.) */
-        split(n_rows, ith, nth, &ret->lo, &ret->hi);
+        split_pairs(n_rows, ith, nth, &ret->lo, &ret->hi);
         return;
     }
     ret->seg = c->mm + (size_t)k * c->n_threads;
@@ -343,6 +354,97 @@ static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) 
     return false;
 }
 
+/* ---- RoPE ---- */
+
+/* cache[0..n_rot) = interleaved (cos, sin) for pos, as ggml_rope_cache_init with ext_factor
+ * 0 and attn_factor 1: theta starts at pos and is multiplied by theta_scale per pair. */
+static void rope_cache(const struct pl_ctx *c, int32_t pos, float *cache) {
+    const struct pl_model *m = c->m;
+    const float *ff = m->rope_freqs.data;
+    float theta = (float)pos;
+    for (uint32_t i0 = 0; i0 < m->hp.n_rot; i0 += 2) {
+        float th = m->hp.rope_freq_scale * (ff ? theta / ff[i0 / 2] : theta);
+        cache[i0] = cosf(th);
+        cache[i0 + 1] = sinf(th);
+        theta *= c->rope_theta_scale;
+    }
+}
+
+/* Rotate the adjacent pairs (x[2i], x[2i+1]) among the first n_rot dims of each head that lie
+ * in dims [lo, hi) of a token's heads (lo on a pair's first dim). */
+static void rope_rows(float *x, uint32_t lo, uint32_t hi, uint32_t head_dim, uint32_t n_rot,
+                      const float *cache) {
+    for (uint32_t h = lo / head_dim; (uint64_t)h * head_dim < hi; h++) {
+        const uint32_t h0 = h * head_dim;
+        float *xh = x + h0;
+        const uint32_t end = PL_MIN(PL_MIN(hi - h0, head_dim), n_rot);
+        for (uint32_t i0 = PL_MAX(lo, h0) - h0; i0 + 1 < end; i0 += 2) {
+            const float cs = cache[i0], sn = cache[i0 + 1];
+            const float x0 = xh[i0], x1 = xh[i0 + 1];
+            xh[i0] = x0 * cs - x1 * sn;
+            xh[i0 + 1] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+/* Dims [lo, hi) of a token's K (kt) and V (vt) into the cache slot (seq, pos) of layer il. */
+static void kv_store_k(struct pl_ctx *c, uint32_t il, uint32_t seq, uint32_t pos, const float *kt,
+                       uint32_t lo, uint32_t hi) {
+    uint8_t *ks = pl_kv_k_slot(&c->kv, il, seq, pos);
+    if (c->kv.type != PL_KV_F16) {
+        pl_kv_k_scatter(ks + (size_t)lo * PL_KV_BLOCK_TOKENS * sizeof(float), kt + lo, hi - lo,
+                        sizeof(float));
+        return;
+    }
+    /* K is dimension-major in its block (kv.h): converted in chunks, then spread
+     * PL_KV_BLOCK_TOKENS slots apart. */
+    uint16_t hk[256];
+    for (uint32_t i = lo; i < hi; i += 256) {
+        const uint32_t nk = PL_MIN(256u, hi - i);
+        c->kv_k->from_f32(kt + i, hk, nk);
+        pl_kv_k_scatter(ks + (size_t)i * PL_KV_BLOCK_TOKENS * 2, hk, nk, 2);
+    }
+}
+
+static void kv_store_v(struct pl_ctx *c, uint32_t il, uint32_t seq, uint32_t pos, const float *vt,
+                       uint32_t lo, uint32_t hi) {
+    uint8_t *vr = pl_kv_v_row(&c->kv, il, seq, pos);
+    if (c->kv.type == PL_KV_F16)
+        c->kv_k->from_f32(vt + lo, vr + (size_t)lo * 2, hi - lo);
+    else
+        memcpy(vr + (size_t)lo * sizeof(float), vt + lo, (size_t)(hi - lo) * sizeof(float));
+}
+
+/* A private batch's Q, K and V products end in RoPE and the cache stores, row share by row
+ * share, on the thread that computed the rows (their lines still in its cache): no pass over
+ * q and k after the products, and no barrier for one. Dims [lo, hi) of product j (0 Q, 1 K,
+ * 2 V) of every token; lo even (split_pairs, ROWS_MIN) and head_dim even, so each pair is
+ * whole in one share. rope: [n_tok][n_rot] caches, computed once per run. */
+struct qkv_epi {
+    uint32_t il;
+    const float *rope;
+};
+
+static void qkv_rows(struct pl_ctx *c, const struct qkv_epi *e, uint32_t j, uint32_t lo,
+                     uint32_t hi, uint32_t n_tok) {
+    const struct pl_model_hparams *hp = &c->m->hp;
+    for (uint32_t t = 0; t < n_tok; t++) {
+        const uint32_t seq = (uint32_t)c->b->seq[t], pos = (uint32_t)c->b->pos[t];
+        const float *cache = e->rope + (size_t)t * hp->n_rot;
+        float *kt = c->k + (size_t)t * c->kv_dim;
+        if (j == 0)
+            rope_rows(c->q + (size_t)t * c->q_dim, lo, hi, hp->head_dim, hp->n_rot, cache);
+        if (j == 1) {
+            rope_rows(kt, lo, hi, hp->head_dim, hp->n_rot, cache);
+            kv_store_k(c, e->il, seq, pos, kt, lo, hi);
+        }
+        if (j == 2)
+            kv_store_v(c, e->il, seq, pos, c->v + (size_t)t * c->kv_dim, lo, hi);
+    }
+}
+
+/* ---- Matrix products ---- */
+
 /* One projection group sharing an input: weights ws[i] write outs[i] (stride = rows). The
  * input rows [0, n_tok) of src must be complete for this thread's token share [lo, hi)
  * (same split as the caller's producer) - other threads' rows are only read after the
@@ -350,7 +452,7 @@ static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) 
 static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, float *const *outs,
                          const float *const *biases, const bool *accumulate, uint32_t n_w,
                          const float *src, size_t src_stride, uint32_t n_tok, uint32_t ith,
-                         uint32_t nth, uint32_t *mm_k) {
+                         uint32_t nth, uint32_t *mm_k, const struct qkv_epi *epi) {
     uint32_t lo, hi;
     const bool priv = is_private(n_tok);
     split(n_tok, ith, nth, &lo, &hi);
@@ -366,9 +468,12 @@ static void matmul_group(struct pl_ctx *c, const struct pl_weight *const *ws, fl
             struct mm_share sh;
             uint32_t r_lo, r_hi;
             share_begin(c, mm_k, ws[j]->n_rows, ws[j]->row_bytes, ith, nth, &sh);
-            while (share_next(&sh, &r_lo, &r_hi))
+            while (share_next(&sh, &r_lo, &r_hi)) {
                 pl_matmul_rows(ws[j], &act, outs[j], ws[j]->n_rows, biases[j], accumulate[j], r_lo,
                                r_hi);
+                if (epi)
+                    qkv_rows(c, epi, j, r_lo, r_hi, n_tok);
+            }
         }
         i = j;
     }
@@ -398,43 +503,13 @@ static void ffn_gate_up(struct pl_ctx *c, const struct pl_layer *l, const float 
     float *outs[2] = {c->hg, c->hu};
     const float *bs[2] = {NULL, NULL};
     const bool acc[2] = {false, false};
-    matmul_group(c, ws, outs, bs, acc, 2, src, n_embd, n_tok, ith, nth, mm_k);
+    matmul_group(c, ws, outs, bs, acc, 2, src, n_embd, n_tok, ith, nth, mm_k, NULL);
     pl_threadpool_barrier(c->pool);
     /* By rows of n_ff (columns of hg), so one token is shared by every thread. */
     split(n_ff, ith, nth, &r_lo, &r_hi);
     for (uint32_t t = 0; t < n_tok; t++) {
         float *g = c->hg + (size_t)t * n_ff + r_lo;
         pl_mm_swiglu(g, g, c->hu + (size_t)t * n_ff + r_lo, r_hi - r_lo);
-    }
-}
-
-/* ---- RoPE ---- */
-
-/* cache[0..n_rot) = interleaved (cos, sin) for pos, as ggml_rope_cache_init with ext_factor
- * 0 and attn_factor 1: theta starts at pos and is multiplied by theta_scale per pair. */
-static void rope_cache(const struct pl_ctx *c, int32_t pos, float *cache) {
-    const struct pl_model *m = c->m;
-    const float *ff = m->rope_freqs.data;
-    float theta = (float)pos;
-    for (uint32_t i0 = 0; i0 < m->hp.n_rot; i0 += 2) {
-        float th = m->hp.rope_freq_scale * (ff ? theta / ff[i0 / 2] : theta);
-        cache[i0] = cosf(th);
-        cache[i0 + 1] = sinf(th);
-        theta *= c->rope_theta_scale;
-    }
-}
-
-/* Rotate adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of each head. */
-static void rope_apply(float *x, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
-                       const float *cache) {
-    for (uint32_t h = 0; h < n_heads; h++) {
-        float *xh = x + (size_t)h * head_dim;
-        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float cs = cache[i0], sn = cache[i0 + 1];
-            const float x0 = xh[i0], x1 = xh[i0 + 1];
-            xh[i0] = x0 * cs - x1 * sn;
-            xh[i0 + 1] = x0 * sn + x1 * cs;
-        }
     }
 }
 
@@ -449,6 +524,12 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
     uint32_t lo, hi, mm_k = 0;
 
     split(n, ith, nth, &lo, &hi);
+    /* A private batch ropes in its Q and K products (qkv_rows), with every token's cache made
+     * here once for all layers; other batches rope per layer, each thread its tokens. */
+    const bool fused_rope = is_private(n) && hp->head_dim % 2 == 0;
+    float *rope = c->th_rope + (size_t)ith * PRIV * hp->n_rot;
+    for (uint32_t t = 0; fused_rope && t < n; t++)
+        rope_cache(c, b->pos[t], rope + (size_t)t * hp->n_rot);
 
     /* Embeddings: dequantize each token's row. */
     for (uint32_t t = lo; t < hi; t++) {
@@ -469,38 +550,25 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
             float *outs[3] = {c->q, c->k, c->v};
             const float *bs[3] = {l->bq.data, l->bk.data, l->bv.data};
             const bool acc[3] = {false, false, false};
-            matmul_group(c, ws, outs, bs, acc, 3, xn, n_embd, n, ith, nth, &mm_k);
+            const struct qkv_epi epi = {.il = il, .rope = rope};
+            matmul_group(c, ws, outs, bs, acc, 3, xn, n_embd, n, ith, nth, &mm_k,
+                         fused_rope ? &epi : NULL);
         }
         pl_threadpool_barrier(c->pool);
 
-        /* RoPE on Q and K, then K and V into the cache at (seq, pos). */
-        {
-            float *cache = c->th_rope + (size_t)ith * hp->n_rot;
+        /* Otherwise RoPE on Q and K now, then K and V into the cache at (seq, pos). */
+        if (!fused_rope) {
             for (uint32_t t = lo; t < hi; t++) {
-                uint32_t seq = (uint32_t)b->seq[t], pos = (uint32_t)b->pos[t];
+                const uint32_t seq = (uint32_t)b->seq[t], pos = (uint32_t)b->pos[t];
                 float *qt = c->q + (size_t)t * c->q_dim, *kt = c->k + (size_t)t * c->kv_dim;
-                float *vt = c->v + (size_t)t * c->kv_dim;
-                rope_cache(c, b->pos[t], cache);
-                rope_apply(qt, hp->n_head, hp->head_dim, hp->n_rot, cache);
-                rope_apply(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, cache);
-                uint8_t *ks = pl_kv_k_slot(&c->kv, il, seq, pos);
-                if (c->kv.type == PL_KV_F16) {
-                    /* K is dimension-major in its block (kv.h): converted in chunks, then
-                     * spread 16 slots apart. */
-                    uint16_t hk[256];
-                    for (uint32_t i = 0; i < c->kv_dim; i += 256) {
-                        const uint32_t nk = PL_MIN(256u, c->kv_dim - i);
-                        c->kv_k->from_f32(kt + i, hk, nk);
-                        pl_kv_k_scatter(ks + (size_t)i * PL_KV_BLOCK_TOKENS * 2, hk, nk, 2);
-                    }
-                    c->kv_k->from_f32(vt, pl_kv_v_row(&c->kv, il, seq, pos), c->kv_dim);
-                } else {
-                    pl_kv_k_scatter(ks, kt, c->kv_dim, sizeof(float));
-                    memcpy(pl_kv_v_row(&c->kv, il, seq, pos), vt, c->kv_dim * sizeof(float));
-                }
+                rope_cache(c, b->pos[t], rope);
+                rope_rows(qt, 0, c->q_dim, hp->head_dim, hp->n_rot, rope);
+                rope_rows(kt, 0, c->kv_dim, hp->head_dim, hp->n_rot, rope);
+                kv_store_k(c, il, seq, pos, kt, 0, c->kv_dim);
+                kv_store_v(c, il, seq, pos, c->v + (size_t)t * c->kv_dim, 0, c->kv_dim);
             }
+            pl_threadpool_barrier(c->pool);
         }
-        pl_threadpool_barrier(c->pool);
 
         /* Attention (attn.c). */
         pl_attn_run(&c->attn, &c->kv, il, n, b->pos, b->seq, c->q, c->att, ith, nth);
@@ -512,7 +580,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
             float *outs[1] = {c->x};
             const float *bs[1] = {l->bo.data};
             const bool acc[1] = {true};
-            matmul_group(c, ws, outs, bs, acc, 1, c->att, c->q_dim, n, ith, nth, &mm_k);
+            matmul_group(c, ws, outs, bs, acc, 1, c->att, c->q_dim, n, ith, nth, &mm_k, NULL);
         }
         pl_threadpool_barrier(c->pool);
 
@@ -525,7 +593,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
             float *outs[1] = {c->x};
             const float *bs[1] = {NULL};
             const bool acc[1] = {true};
-            matmul_group(c, ws, outs, bs, acc, 1, c->hg, hp->n_ff, n, ith, nth, &mm_k);
+            matmul_group(c, ws, outs, bs, acc, 1, c->hg, hp->n_ff, n, ith, nth, &mm_k, NULL);
         }
         pl_threadpool_barrier(c->pool);
     }
@@ -549,7 +617,7 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
         float *outs[1] = {c->out};
         const float *bs[1] = {NULL};
         const bool acc[1] = {false};
-        matmul_group(c, ws, outs, bs, acc, 1, xo, n_embd, c->n_out, ith, nth, &mm_k);
+        matmul_group(c, ws, outs, bs, acc, 1, xo, n_embd, c->n_out, ith, nth, &mm_k, NULL);
     }
     /* The pool's final barrier publishes the logits to the caller. */
 }
@@ -686,7 +754,7 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
         if (posix_memalign(&p, 64, nt * PRIV * c->xq_stride + 64) == 0)
             c->th_xq = p;
     }
-    c->th_rope = alloc3(nt, hp->n_rot, sizeof(float));
+    c->th_rope = alloc3(nt, (size_t)PRIV * hp->n_rot, sizeof(float));
     c->n_mm = hp->n_layer * MM_PER_LAYER + MM_EXTRA;
     {
         void *p = NULL;
