@@ -78,10 +78,10 @@ static int allow_at(scmp_filter_ctx f, const char *name, int a, int b, int fd) {
         return 0; /* not on this architecture */
     if (b < 0)
         return seccomp_rule_add(f, SCMP_ACT_ALLOW, nr, 1,
-                                SCMP_CMP((unsigned)a, SCMP_CMP_EQ, (scmp_datum_t)fd));
+                                SCMP_CMP((unsigned)a, SCMP_CMP_EQ, (scmp_datum_t)fd, 0));
     return seccomp_rule_add(f, SCMP_ACT_ALLOW, nr, 2,
-                            SCMP_CMP((unsigned)a, SCMP_CMP_EQ, (scmp_datum_t)fd),
-                            SCMP_CMP((unsigned)b, SCMP_CMP_EQ, (scmp_datum_t)fd));
+                            SCMP_CMP((unsigned)a, SCMP_CMP_EQ, (scmp_datum_t)fd, 0),
+                            SCMP_CMP((unsigned)b, SCMP_CMP_EQ, (scmp_datum_t)fd, 0));
 }
 
 int pl_daemon_pcache_seccomp(void *filter) {

@@ -175,7 +175,8 @@ PL_EXPORT const char *picolm_strerror(int status) {
     }
 }
 
-static void vset_msg(char *dst, size_t cap, const char *fmt, va_list ap) {
+__attribute__((format(printf, 3, 0))) static void vset_msg(char *dst, size_t cap, const char *fmt,
+                                                           va_list ap) {
     (void)vsnprintf(dst, cap, fmt, ap);
 }
 

@@ -841,7 +841,8 @@ struct compiler {
     size_t buf_len, buf_cap;
 };
 
-static int cfail(struct compiler *c, int r, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int cfail(struct compiler *c, int r, const char *fmt,
+                                                       ...) {
     if (c->err && c->err_len > 0 && c->err[0] == '\0') {
         va_list ap;
         va_start(ap, fmt);

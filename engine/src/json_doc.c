@@ -24,7 +24,7 @@ struct parser {
     int r; /* first error */
 };
 
-static int fail(struct parser *p, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static int fail(struct parser *p, const char *fmt, ...) {
     if (p->r == 0) {
         p->r = -EINVAL;
         if (p->err && p->err_len > 0) {

@@ -1082,20 +1082,25 @@ static void q6_K_from_f32(const float *restrict src, void *restrict dst, int64_t
 
 /* ---- The table ---- */
 
+/* A type's reference kernels: no vec_dotn or vec_dot_a (SIMD tables add those). */
+#define REF(to, from, dot_type, dot)                                                               \
+    { .to_f32 = (to), .from_f32 = (from), .vec_dot_type = (dot_type), .vec_dot = (dot) }
+
 const struct pl_quant_kernels pl_quant_ref_table[_PL_GGML_TYPE_MAX] = {
-    [PL_GGML_TYPE_F32] = {f32_to_f32, f32_from_f32, PL_GGML_TYPE_F32, vec_dot_f32},
-    [PL_GGML_TYPE_F16] = {f16_to_f32, f16_from_f32, PL_GGML_TYPE_F16, vec_dot_f16},
-    [PL_GGML_TYPE_BF16] = {bf16_to_f32, bf16_from_f32, PL_GGML_TYPE_BF16, vec_dot_bf16},
-    [PL_GGML_TYPE_Q4_0] = {q4_0_to_f32, q4_0_from_f32, PL_GGML_TYPE_Q8_0, vec_dot_q4_0},
-    [PL_GGML_TYPE_Q4_1] = {q4_1_to_f32, q4_1_from_f32, PL_GGML_TYPE_Q8_1, vec_dot_q4_1},
-    [PL_GGML_TYPE_Q5_0] = {q5_0_to_f32, q5_0_from_f32, PL_GGML_TYPE_Q8_0, vec_dot_q5_0},
-    [PL_GGML_TYPE_Q5_1] = {q5_1_to_f32, q5_1_from_f32, PL_GGML_TYPE_Q8_1, vec_dot_q5_1},
-    [PL_GGML_TYPE_Q8_0] = {q8_0_to_f32, q8_0_from_f32, PL_GGML_TYPE_Q8_0, vec_dot_q8_0},
-    [PL_GGML_TYPE_Q8_1] = {q8_1_to_f32, q8_1_from_f32, PL_GGML_TYPE_Q8_1, NULL},
-    [PL_GGML_TYPE_Q2_K] = {q2_K_to_f32, q2_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q2_K},
-    [PL_GGML_TYPE_Q3_K] = {q3_K_to_f32, q3_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q3_K},
-    [PL_GGML_TYPE_Q4_K] = {q4_K_to_f32, q4_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q4_K},
-    [PL_GGML_TYPE_Q5_K] = {q5_K_to_f32, q5_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q5_K},
-    [PL_GGML_TYPE_Q6_K] = {q6_K_to_f32, q6_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q6_K},
-    [PL_GGML_TYPE_Q8_K] = {q8_K_to_f32, q8_K_from_f32, PL_GGML_TYPE_Q8_K, NULL},
+    [PL_GGML_TYPE_F32] = REF(f32_to_f32, f32_from_f32, PL_GGML_TYPE_F32, vec_dot_f32),
+    [PL_GGML_TYPE_F16] = REF(f16_to_f32, f16_from_f32, PL_GGML_TYPE_F16, vec_dot_f16),
+    [PL_GGML_TYPE_BF16] = REF(bf16_to_f32, bf16_from_f32, PL_GGML_TYPE_BF16, vec_dot_bf16),
+    [PL_GGML_TYPE_Q4_0] = REF(q4_0_to_f32, q4_0_from_f32, PL_GGML_TYPE_Q8_0, vec_dot_q4_0),
+    [PL_GGML_TYPE_Q4_1] = REF(q4_1_to_f32, q4_1_from_f32, PL_GGML_TYPE_Q8_1, vec_dot_q4_1),
+    [PL_GGML_TYPE_Q5_0] = REF(q5_0_to_f32, q5_0_from_f32, PL_GGML_TYPE_Q8_0, vec_dot_q5_0),
+    [PL_GGML_TYPE_Q5_1] = REF(q5_1_to_f32, q5_1_from_f32, PL_GGML_TYPE_Q8_1, vec_dot_q5_1),
+    [PL_GGML_TYPE_Q8_0] = REF(q8_0_to_f32, q8_0_from_f32, PL_GGML_TYPE_Q8_0, vec_dot_q8_0),
+    [PL_GGML_TYPE_Q8_1] = REF(q8_1_to_f32, q8_1_from_f32, PL_GGML_TYPE_Q8_1, NULL),
+    [PL_GGML_TYPE_Q2_K] = REF(q2_K_to_f32, q2_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q2_K),
+    [PL_GGML_TYPE_Q3_K] = REF(q3_K_to_f32, q3_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q3_K),
+    [PL_GGML_TYPE_Q4_K] = REF(q4_K_to_f32, q4_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q4_K),
+    [PL_GGML_TYPE_Q5_K] = REF(q5_K_to_f32, q5_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q5_K),
+    [PL_GGML_TYPE_Q6_K] = REF(q6_K_to_f32, q6_K_from_f32, PL_GGML_TYPE_Q8_K, vec_dot_q6_K),
+    [PL_GGML_TYPE_Q8_K] = REF(q8_K_to_f32, q8_K_from_f32, PL_GGML_TYPE_Q8_K, NULL),
 };
+#undef REF

@@ -202,7 +202,7 @@ static int add_fds(scmp_filter_ctx ctx, int nr, unsigned arg, bool std, const st
     int r;
     if (std) {
         for (int fd = 1; fd <= 2; fd++) {
-            struct scmp_arg_cmp c = SCMP_CMP(arg, SCMP_CMP_EQ, (scmp_datum_t)fd);
+            struct scmp_arg_cmp c = SCMP_CMP(arg, SCMP_CMP_EQ, (scmp_datum_t)fd, 0);
             r = add(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
             if (r < 0)
                 return r;
@@ -211,7 +211,7 @@ static int add_fds(scmp_filter_ctx ctx, int nr, unsigned arg, bool std, const st
     for (size_t i = 0; fds && i < fds->n_io; i++) {
         if (std && (fds->io[i] == 1 || fds->io[i] == 2))
             continue;
-        struct scmp_arg_cmp c = SCMP_CMP(arg, SCMP_CMP_EQ, (scmp_datum_t)fds->io[i]);
+        struct scmp_arg_cmp c = SCMP_CMP(arg, SCMP_CMP_EQ, (scmp_datum_t)fds->io[i], 0);
         r = add(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
         if (r < 0)
             return r;
@@ -231,9 +231,9 @@ static int add_entry(scmp_filter_ctx ctx, const struct pl_policy_seccomp_entry *
          * flags (AT_REMOVEDIR) in dir. */
         const uint32_t refuse = SCMP_ACT_ERRNO((uint32_t)e->errno_value);
         const scmp_datum_t dir = (scmp_datum_t)(uint32_t)fds->unlink_dir;
-        struct scmp_arg_cmp ok[2] = {SCMP_A0(SCMP_CMP_EQ, dir), SCMP_A2(SCMP_CMP_EQ, 0)};
-        struct scmp_arg_cmp other = SCMP_A0(SCMP_CMP_NE, dir);
-        struct scmp_arg_cmp flags[2] = {SCMP_A0(SCMP_CMP_EQ, dir), SCMP_A2(SCMP_CMP_NE, 0)};
+        struct scmp_arg_cmp ok[2] = {SCMP_A0(SCMP_CMP_EQ, dir, 0), SCMP_A2(SCMP_CMP_EQ, 0, 0)};
+        struct scmp_arg_cmp other = SCMP_A0(SCMP_CMP_NE, dir, 0);
+        struct scmp_arg_cmp flags[2] = {SCMP_A0(SCMP_CMP_EQ, dir, 0), SCMP_A2(SCMP_CMP_NE, 0, 0)};
         int r = add(ctx, SCMP_ACT_ALLOW, nr, 2, ok);
         if (r == 0)
             r = add(ctx, refuse, nr, 1, &other);
@@ -256,7 +256,7 @@ static int add_entry(scmp_filter_ctx ctx, const struct pl_policy_seccomp_entry *
         return add(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
     case PL_POLICY_SECCOMP_COND_EQ:
         for (unsigned i = 0; i < e->n_values; i++) {
-            c = SCMP_CMP(e->arg, SCMP_CMP_EQ, e->values[i]);
+            c = SCMP_CMP(e->arg, SCMP_CMP_EQ, e->values[i], 0);
             int r = add(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
             if (r < 0)
                 return r;
@@ -266,7 +266,7 @@ static int add_entry(scmp_filter_ctx ctx, const struct pl_policy_seccomp_entry *
         c = SCMP_CMP(e->arg, SCMP_CMP_MASKED_EQ, e->values[0], e->values[0]);
         return add(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
     case PL_POLICY_SECCOMP_COND_SELF_PID:
-        c = SCMP_CMP(e->arg, SCMP_CMP_EQ, (scmp_datum_t)getpid());
+        c = SCMP_CMP(e->arg, SCMP_CMP_EQ, (scmp_datum_t)getpid(), 0);
         return add(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
     case PL_POLICY_SECCOMP_COND_IO_FD:
         return add_fds(ctx, nr, e->arg, false, fds);

@@ -303,7 +303,7 @@ int bench_mkmodel_main(int argc, char **argv) {
     char err[512] = "";
     int r;
 
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* option, value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -338,7 +338,6 @@ int bench_mkmodel_main(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (!shape_s || !type_s || !vocab_s || !out_s) {
         usage(stderr);

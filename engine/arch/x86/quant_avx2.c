@@ -124,7 +124,7 @@ static void f16_from_f32(const float *restrict src, void *restrict dst, int64_t 
     uint16_t *d = dst;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(d + i),
+        _mm_storeu_si128((__m128i *)(void *)(d + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++)
         d[i] = pl_f32_to_fp16_inline(src[i]);
@@ -175,7 +175,7 @@ static void bf16_from_f32(const float *restrict src, void *restrict dst, int64_t
         __m256i hi = f32_to_bf16_epi32(_mm256_loadu_ps(src + i + 8));
         /* values are 0..0xFFFF, so the signed-input pack does not saturate */
         __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
-        _mm256_storeu_si256((__m256i *)(d + i), p);
+        _mm256_storeu_si256((__m256i *)(void *)(d + i), p);
     }
     for (; i < n; i++)
         d[i] = pl_f32_to_bf16_inline(src[i]);
@@ -227,7 +227,7 @@ static inline int32_t q8_block(const float *src, int8_t *qs, float id) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), vid);
         q[k] = round_away(clamp_nan0(v, -127.f, 127.f));
     }
-    _mm256_storeu_si256((__m256i *)qs, pack_i32x32(q[0], q[1], q[2], q[3]));
+    _mm256_storeu_si256((__m256i *)(void *)qs, pack_i32x32(q[0], q[1], q[2], q[3]));
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     return hsum_epi32_128(_mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
 }
@@ -288,7 +288,7 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
                     _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             }
             __m256i p = pack_i32x32(q[0], q[1], q[2], q[3]);
-            _mm256_storeu_si256((__m256i *)(b[i].qs + j), p);
+            _mm256_storeu_si256((__m256i *)(void *)(b[i].qs + j), p);
             /* sums of 8 biased bytes per 64-bit lane; a 16-sum is two lanes - 2 * 1024 */
             __m256i s = _mm256_sad_epu8(_mm256_xor_si256(p, _mm256_set1_epi8((char)0x80)),
                                         _mm256_setzero_si256());

@@ -34,20 +34,9 @@ static inline __m512i load512(const void *p) {
     return _mm512_loadu_si512(p);
 }
 
-/* Two 32-byte runs (e.g. the quants of two consecutive blocks) in one register. */
-static inline __m512i load2x256(const void *lo, const void *hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
-}
-
 /* One 32-byte run in both halves (one load, no shuffle). */
 static inline __m512i bcast256(const void *p) {
     return _mm512_broadcast_i64x4(load256(p));
-}
-
-/* Scalar s0 in lanes 0..7, s1 in lanes 8..15. */
-static inline __m512 set2_ps(float s0, float s1) {
-    __m512d lo = _mm512_castps_pd(_mm512_set1_ps(s0));
-    return _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
 }
 
 static inline uint32_t load_u32(const uint8_t *p) {
@@ -95,7 +84,7 @@ static float vec_dot_f32(int64_t n, const void *restrict w, const void *restrict
 }
 
 static inline __m512 f16x16(const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
 }
 
 static float vec_dot_f16(int64_t n, const void *restrict w, const void *restrict x) {
@@ -229,12 +218,6 @@ static inline __m256i nibbles32(const uint8_t *qs) {
     __m256i q = _mm256_broadcastsi128_si256(load128(qs));
     q = _mm256_mask_srli_epi16(q, (__mmask16)0xFF00, q, 4);
     return _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-}
-
-/* Lane k of s in every lane (VPERMPS: the scales stay in registers; a store and
- * broadcast reloads would put a store-to-load dependency behind the weight-line miss). */
-static inline __m256 lane8(__m256 s, int k) {
-    return _mm256_permutexvar_ps(_mm256_set1_epi32(k), s);
 }
 
 enum b32_kind { B32_Q4_0, B32_Q4_1, B32_Q5_0, B32_Q5_1, B32_Q8_0 };

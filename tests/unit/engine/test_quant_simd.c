@@ -231,7 +231,7 @@ static void gen_acts(uint32_t vt, enum mode m, uint8_t *x, int64_t n) {
         return;
     }
     case PL_GGML_TYPE_Q8_K: {
-        struct pl_block_q8_K *b = (struct pl_block_q8_K *)x;
+        struct pl_block_q8_K *b = (struct pl_block_q8_K *)(void *)x;
         for (int64_t i = 0; i < n / PL_QK_K; i++) {
             if (m == MODE_MAX_QUANTS)
                 for (int j = 0; j < PL_QK_K; j++)

@@ -18,7 +18,9 @@
 
 #include <cmocka.h>
 
+#if defined(__GNUC__) && !defined(__clang__) /* clang has no such warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #include "json.h"
 #include "pl/engine_gguf.h"
