@@ -415,11 +415,27 @@ static void kv_store_v(struct pl_ctx *c, uint32_t il, uint32_t seq, uint32_t pos
         memcpy(vr + (size_t)lo * sizeof(float), vt + lo, (size_t)(hi - lo) * sizeof(float));
 }
 
-/* A private batch's Q, K and V products end in RoPE and the cache stores, row share by row
- * share, on the thread that computed the rows (their lines still in its cache): no pass over
- * q and k after the products, and no barrier for one. Dims [lo, hi) of product j (0 Q, 1 K,
- * 2 V) of every token; lo even (split_pairs, ROWS_MIN) and head_dim even, so each pair is
- * whole in one share. rope: [n_tok][n_rot] caches, computed once per run. */
+/* What follows product j (0 Q, 1 K, 2 V) for dims [lo, hi) of entry t of the chunk, in
+ * layer il: RoPE on Q and K (cache: t's), then K and V into the cache at (seq, pos). */
+static void qkv_after(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t j, uint32_t lo,
+                      uint32_t hi, const float *cache) {
+    const struct pl_model_hparams *hp = &c->m->hp;
+    const uint32_t seq = (uint32_t)c->b->seq[t], pos = (uint32_t)c->b->pos[t];
+    if (j == 0) {
+        rope_rows(c->q + (size_t)t * c->q_dim, lo, hi, hp->head_dim, hp->n_rot, cache);
+    } else if (j == 1) {
+        float *kt = c->k + (size_t)t * c->kv_dim;
+        rope_rows(kt, lo, hi, hp->head_dim, hp->n_rot, cache);
+        kv_store_k(c, il, seq, pos, kt, lo, hi);
+    } else {
+        kv_store_v(c, il, seq, pos, c->v + (size_t)t * c->kv_dim, lo, hi);
+    }
+}
+
+/* A private batch's Q, K and V products end in qkv_after(), row share by row share, on the
+ * thread that computed the rows (their lines still in its cache): no pass over q and k after
+ * the products, and no barrier for one. lo even (split_pairs, ROWS_MIN) and head_dim even,
+ * so each pair is whole in one share. rope: [n_tok][n_rot] caches, computed once per run. */
 struct qkv_epi {
     uint32_t il;
     const float *rope;
@@ -427,20 +443,8 @@ struct qkv_epi {
 
 static void qkv_rows(struct pl_ctx *c, const struct qkv_epi *e, uint32_t j, uint32_t lo,
                      uint32_t hi, uint32_t n_tok) {
-    const struct pl_model_hparams *hp = &c->m->hp;
-    for (uint32_t t = 0; t < n_tok; t++) {
-        const uint32_t seq = (uint32_t)c->b->seq[t], pos = (uint32_t)c->b->pos[t];
-        const float *cache = e->rope + (size_t)t * hp->n_rot;
-        float *kt = c->k + (size_t)t * c->kv_dim;
-        if (j == 0)
-            rope_rows(c->q + (size_t)t * c->q_dim, lo, hi, hp->head_dim, hp->n_rot, cache);
-        if (j == 1) {
-            rope_rows(kt, lo, hi, hp->head_dim, hp->n_rot, cache);
-            kv_store_k(c, e->il, seq, pos, kt, lo, hi);
-        }
-        if (j == 2)
-            kv_store_v(c, e->il, seq, pos, c->v + (size_t)t * c->kv_dim, lo, hi);
-    }
+    for (uint32_t t = 0; t < n_tok; t++)
+        qkv_after(c, e->il, t, j, lo, hi, e->rope + (size_t)t * c->m->hp.n_rot);
 }
 
 /* ---- Matrix products ---- */
@@ -556,16 +560,12 @@ static void forward_thread(void *arg, uint32_t ith, uint32_t nth) {
         }
         pl_threadpool_barrier(c->pool);
 
-        /* Otherwise RoPE on Q and K now, then K and V into the cache at (seq, pos). */
+        /* Otherwise the same now, each thread for its entries, whole rows. */
         if (!fused_rope) {
             for (uint32_t t = lo; t < hi; t++) {
-                const uint32_t seq = (uint32_t)b->seq[t], pos = (uint32_t)b->pos[t];
-                float *qt = c->q + (size_t)t * c->q_dim, *kt = c->k + (size_t)t * c->kv_dim;
                 rope_cache(c, b->pos[t], rope);
-                rope_rows(qt, 0, c->q_dim, hp->head_dim, hp->n_rot, rope);
-                rope_rows(kt, 0, c->kv_dim, hp->head_dim, hp->n_rot, rope);
-                kv_store_k(c, il, seq, pos, kt, 0, c->kv_dim);
-                kv_store_v(c, il, seq, pos, c->v + (size_t)t * c->kv_dim, 0, c->kv_dim);
+                for (uint32_t j = 0; j < 3; j++)
+                    qkv_after(c, il, t, j, 0, j == 0 ? c->q_dim : c->kv_dim, rope);
             }
             pl_threadpool_barrier(c->pool);
         }

@@ -288,6 +288,7 @@ static inline uint32_t part_rows(uint32_t r_lo, uint32_t r_hi, uint32_t part, ui
  * per product of the engine's TinyLlama decode: gate and up 11264 x 2048 in Q4_0 (vec_rows)
  * 14.6-15.0 GB/s in blocks, 15.6-15.9 a row each in turn, 16.2-16.5 with two parts (this); Q8_0
  * 15.2 -> 15.6-15.9 -> 15.6-15.7; Q4_K (per row, already a row each in turn) 17.7 -> 17.9. */
+_Static_assert(OUT_BLOCK <= SWIGLU_ROWS, "rows_streamed's buffers hold a block of either");
 static void rows_streamed(const struct pl_weight *w, const struct pl_weight *up,
                           const struct row_fn *f, uint32_t ns, float *out, const float *bias,
                           bool accumulate, uint32_t r_lo, uint32_t r_hi) {

@@ -704,8 +704,8 @@ static inline __attribute__((always_inline)) void pf_step(const uint8_t *row, in
 }
 
 /* Decode of Q4_0 / Q8_0: one token, one row at a time, super-blocks in order: a single
- * forward stream, prefetched VEC_PF_BYTES ahead (pf_step per pair of super-blocks, the sweep
- * for the odd one at a row's end).
+ * forward stream, prefetched VEC_PF_BYTES ahead (pf_step per super-block, the sweep for the
+ * odd one at a row's end).
  * Measured on a Zen 5 core (47 GB/s read loop, TinyLlama-sized rows of 2048 and 5632): two
  * rows interleaved, each super-block prefetching the same one of the next row pair, reached
  * 0.58-0.63 (Q4_0) and 0.73-0.78 (Q8_0) of the read bandwidth; a sweep over the pair, 0.86-0.94
