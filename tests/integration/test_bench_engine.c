@@ -4,8 +4,8 @@
  * ratio to the read bandwidth measured around it, the reported ratio is their median, the
  * effective bandwidth is bytes per token x tok/s, the same against the read loops over the
  * weights' copy (none without a copy); --no-bw drops the bandwidth fields; a bad
- * option exits 2. Speed itself is not judged here (benchmarks print figures; a shared host's
- * noise would make any threshold flaky). */
+ * option exits 2. Also `picolm-bench decode` on two threads. Speed itself is not judged here
+ * (benchmarks print figures; a shared host's noise would make any threshold flaky). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,6 +189,29 @@ static void test_weights_in_file_have_no_copy_figures(void **state) {
     pl_json_free(j);
 }
 
+/* `picolm-bench decode --threads 2`: the kernels and the read loop on two threads each, one
+ * entry per type with a decode kernel here (none on a CPU without tiled kernels), each
+ * ratio the quotient of its figures. */
+static void test_decode_bench_on_two_threads(void **state) {
+    (void)state;
+    const char *argv[] = {"picolm-bench", "decode", "--mem-mib", "16",
+                          "--threads",    "2",      "--json",    NULL};
+    struct pl_json *j = run_json(argv);
+    assert_true(num(j, "threads") == 2.0);
+    const struct pl_json *types = pl_json_get(j, "types");
+    assert_non_null(types);
+    assert_int_equal(types->type, PL_JSON_ARRAY);
+    for (size_t i = 0; i < types->n; i++) {
+        const struct pl_json *t = pl_json_at(types, i);
+        const double l2 = num(t, "l2_gbs"), mem = num(t, "mem_gbs"), bw = num(t, "read_bw_gbs");
+        assert_true(l2 > 0.0 && mem > 0.0 && bw > 0.0);
+        /* printed with 3 decimals */
+        assert_true(fabs(num(t, "mem_over_bw") - mem / bw) < 2e-3 * (1.0 + mem / bw));
+        assert_true(fabs(num(t, "l2_over_bw") - l2 / bw) < 2e-3 * (1.0 + l2 / bw));
+    }
+    pl_json_free(j);
+}
+
 static void test_bad_options_exit_2(void **state) {
     (void)state;
     const char *bad[][8] = {
@@ -197,6 +220,8 @@ static void test_bad_options_exit_2(void **state) {
         {"picolm-bench", "engine", "--model", g_model, "--threads", "x", NULL},
         {"picolm-bench", "engine", "--bogus", NULL},
         {"picolm-bench", "engine", NULL},
+        {"picolm-bench", "decode", "--threads", "0", NULL},
+        {"picolm-bench", "decode", "--threads", "65", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct pl_test_run r = run_bench(bad[i]);
@@ -217,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_report_pairs_each_decode_with_its_bandwidth),
         cmocka_unit_test(test_no_bw_drops_the_bandwidth_fields),
         cmocka_unit_test(test_weights_in_file_have_no_copy_figures),
+        cmocka_unit_test(test_decode_bench_on_two_threads),
         cmocka_unit_test(test_bad_options_exit_2),
     };
     return cmocka_run_group_tests(tests, make_model, remove_model);

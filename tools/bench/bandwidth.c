@@ -150,8 +150,7 @@ struct bw_job {
     volatile long long sink; /* keeps the reads alive */
 };
 
-/* Pin the calling thread to the i-th CPU it may run on (modulo their number). */
-static void pin_self(uint32_t i) {
+void bench_pin_self(uint32_t i) {
     cpu_set_t allowed, one;
     if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
         return;
@@ -176,7 +175,7 @@ static void pin_self(uint32_t i) {
  * the first barrier, it starts its clock late and over-reports). */
 static void *bw_worker(void *arg) {
     struct bw_job *j = arg;
-    pin_self(j->cpu);
+    bench_pin_self(j->cpu);
     for (int pass = 0; pass < j->passes; pass++) {
         (void)pthread_barrier_wait(j->bar);
         j->t_start[pass] = now_s();

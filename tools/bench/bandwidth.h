@@ -55,6 +55,9 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
 double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int passes,
                            double ret[BENCH_BW_N_MODES]);
 
+/* Pin the calling thread to the i-th CPU it may run on (modulo their number). */
+void bench_pin_self(uint32_t i);
+
 /* bench_bw_read_modes's best, without the figures per mode. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 

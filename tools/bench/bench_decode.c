@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* picolm-bench decode: the matrix products of a decode step as the forward pass runs them
  * (pl_matmul_rows / pl_matmul_swiglu_rows over weights repacked as the loader repacks them,
- * so the kernels that run are the ones decode uses), one thread, for each weight type with
- * a tiled kernel on this CPU: GB/s of weight bytes over an L2-sized matrix (arithmetic
- * bound) and over a large one (memory bound), each large pass alternating with a pass of
- * the read loop over the same buffer, best of each. Unlike `kernels` (the per-row dot
+ * so the kernels that run are the ones decode uses), on one thread or several (--threads:
+ * each pinned, with a contiguous share of the rows), for each weight type with a tiled
+ * kernel on this CPU: GB/s of weight bytes over an L2-sized matrix (arithmetic bound) and
+ * over a large one (memory bound), each large pass alternating with a pass of the read loop
+ * over the same buffer (on as many threads), best of each. Unlike `kernels` (the per-row dot
  * products of the quant table), this measures what decode reads through. Uses the engine's
  * private headers: it measures its internals. */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -28,6 +30,7 @@
 #define L2_BYTES ((size_t)384 << 10)
 #define L2_PASSES 2000
 #define MEM_PASSES 8
+#define MAX_THREADS 64
 
 static const uint32_t decode_types[] = {PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q6_K, PL_GGML_TYPE_Q4_0,
                                         PL_GGML_TYPE_Q8_0};
@@ -37,6 +40,7 @@ struct opts {
     uint32_t n;     /* row length */
     size_t mem;     /* large matrix bytes */
     uint32_t n_vec; /* decode vectors per pass (sessions in a step) */
+    uint32_t n_th;  /* threads per pass */
     bool swiglu;    /* the FFN's fused gate and up products (two matrices, half each) */
     bool json;
 };
@@ -128,19 +132,113 @@ static int act_make(const struct pl_weight *w, uint32_t n_vec, const float *f,
     return 0;
 }
 
-/* One pass of the decode product(s) over all of w; seconds. */
-static double pass(const struct pl_weight *w, const struct pl_mm_act *act, bool swiglu,
-                   float *out) {
-    const uint64_t t0 = pl_now_ns();
+/* Rows [lo, hi) of the decode product(s) of w (with swiglu, of each half). */
+static void pass_rows(const struct pl_weight *w, const struct pl_mm_act *act, bool swiglu,
+                      float *out, uint32_t lo, uint32_t hi) {
     if (swiglu) {
         struct pl_weight g = *w, u = *w;
         g.n_rows = u.n_rows = w->n_rows / 2;
         u.data = (const uint8_t *)w->data + (size_t)g.n_rows * w->row_bytes;
-        pl_matmul_swiglu_rows(&g, &u, act, out, w->n_rows, 0, g.n_rows);
+        pl_matmul_swiglu_rows(&g, &u, act, out, g.n_rows, lo, hi);
     } else {
-        pl_matmul_rows(w, act, out, w->n_rows, NULL, false, 0, w->n_rows);
+        pl_matmul_rows(w, act, out, w->n_rows, NULL, false, lo, hi);
     }
-    return (double)(pl_now_ns() - t0) * 1e-9;
+}
+
+/* A worker of the threaded passes: pinned to CPU i, its share of the rows once per pass,
+ * between its own clock stamps (as the read loop's workers: a pass's window is [earliest
+ * start, latest end] over the workers). */
+struct pass_job {
+    pthread_barrier_t *bar;
+    const struct pl_weight *w;
+    const struct pl_mm_act *act;
+    bool swiglu;
+    float *out;
+    uint32_t lo, hi, cpu;
+    int passes;
+    uint64_t *t0, *t1; /* [passes] */
+};
+
+static void *pass_worker(void *arg) {
+    struct pass_job *j = arg;
+    bench_pin_self(j->cpu);
+    for (int p = 0; p < j->passes; p++) {
+        (void)pthread_barrier_wait(j->bar);
+        j->t0[p] = pl_now_ns();
+        pass_rows(j->w, j->act, j->swiglu, j->out, j->lo, j->hi);
+        j->t1[p] = pl_now_ns();
+    }
+    return NULL;
+}
+
+/* The fastest of `passes` passes of the decode product(s) over all of w (bytes big), by
+ * n_th threads (each a contiguous share of the rows in multiples of 16, as the forward
+ * pass's segments; 1: the calling thread), in bytes per second; or a negative errno. */
+static double passes_best(const struct pl_weight *w, size_t bytes, const struct pl_mm_act *act,
+                          bool swiglu, float *out, uint32_t n_th, int passes) {
+    const uint32_t rows = swiglu ? w->n_rows / 2 : w->n_rows;
+    double best = 0.0;
+    if (n_th == 1) {
+        for (int p = 0; p < passes; p++) {
+            const uint64_t t0 = pl_now_ns();
+            pass_rows(w, act, swiglu, out, 0, rows);
+            const uint64_t dt = pl_now_ns() - t0;
+            if (dt > 0)
+                best = PL_MAX(best, (double)bytes * 1e9 / (double)dt);
+        }
+        return best;
+    }
+    pthread_t th[MAX_THREADS];
+    struct pass_job jobs[MAX_THREADS];
+    pthread_barrier_t bar;
+    uint32_t started = 0;
+    uint64_t *stamps = calloc((size_t)2 * n_th * (size_t)passes, sizeof(uint64_t));
+    if (!stamps)
+        return -ENOMEM;
+    if (pthread_barrier_init(&bar, NULL, n_th) != 0) {
+        free(stamps);
+        return -EAGAIN;
+    }
+    const uint32_t units = (rows + 15) / 16;
+    for (uint32_t i = 0; i < n_th; i++) {
+        jobs[i] = (struct pass_job){.bar = &bar,
+                                    .w = w,
+                                    .act = act,
+                                    .swiglu = swiglu,
+                                    .out = out,
+                                    .lo = PL_MIN(units * i / n_th * 16, rows),
+                                    .hi = PL_MIN(units * (i + 1) / n_th * 16, rows),
+                                    .cpu = i,
+                                    .passes = passes,
+                                    .t0 = stamps + (size_t)2 * i * (size_t)passes,
+                                    .t1 = stamps + ((size_t)2 * i + 1) * (size_t)passes};
+        if (pthread_create(&th[i], NULL, pass_worker, &jobs[i]) != 0)
+            break;
+        started++;
+    }
+    if (started < n_th) { /* release the started ones: a barrier wait is a cancellation point */
+        for (uint32_t k = 0; k < started; k++) {
+            (void)pthread_cancel(th[k]);
+            (void)pthread_join(th[k], NULL);
+        }
+        (void)pthread_barrier_destroy(&bar);
+        free(stamps);
+        return -EAGAIN;
+    }
+    for (uint32_t i = 0; i < n_th; i++)
+        (void)pthread_join(th[i], NULL);
+    (void)pthread_barrier_destroy(&bar);
+    for (int p = 0; p < passes; p++) {
+        uint64_t t0 = UINT64_MAX, t1 = 0;
+        for (uint32_t i = 0; i < n_th; i++) {
+            t0 = PL_MIN(t0, jobs[i].t0[p]);
+            t1 = PL_MAX(t1, jobs[i].t1[p]);
+        }
+        if (t1 > t0)
+            best = PL_MAX(best, (double)bytes * 1e9 / (double)(t1 - t0));
+    }
+    free(stamps);
+    return best;
 }
 
 struct result {
@@ -168,19 +266,22 @@ static int bench_type(uint32_t t, const struct opts *o, const float *f, struct r
             r = -ENOMEM;
             goto out;
         }
-        const int passes = i == 0 ? L2_PASSES : MEM_PASSES;
-        for (int p = 0; p < passes; p++) {
-            if (i == 1) { /* the read loop over the same buffer, between the passes */
-                const double b = bench_bw_read(m[i].data, m[i].bytes, 1, 1);
-                bw = PL_MAX(bw, b);
-            }
-            const double s = pass(&m[i].w, &act, o->swiglu, out);
-            if (s > 0)
-                best[i] = PL_MAX(best[i], (double)m[i].bytes / s);
+        /* the large matrix's passes alternate with the read loop over the same buffer */
+        for (int p = 0; p < (i == 0 ? 1 : MEM_PASSES) && r >= 0; p++) {
+            if (i == 1)
+                bw = PL_MAX(bw, bench_bw_read(m[i].data, m[i].bytes, o->n_th, 1));
+            const double g = passes_best(&m[i].w, m[i].bytes, &act, o->swiglu, out, o->n_th,
+                                         i == 0 ? L2_PASSES : 1);
+            if (g < 0)
+                r = (int)g;
+            else
+                best[i] = PL_MAX(best[i], g);
         }
         free(out);
         free(buf);
         free(xq);
+        if (r < 0)
+            goto out;
     }
     *res = (struct result){pl_type_info(t)->name, best[0], best[1], bw};
 out:
@@ -192,19 +293,21 @@ out:
 static void usage(FILE *out) {
     fprintf(out,
             "usage: picolm-bench decode [--n N] [--mem-mib N] [--vectors N] [--swiglu] "
-            "[--json]\n"
+            "[--threads N] [--json]\n"
             "  decode matrix products (the tiled kernels' decode path, weights repacked as at\n"
-            "  load), one thread: GB/s over an L2-sized matrix and a large one, the large\n"
-            "  passes alternating with the read loop over the same buffer.\n"
+            "  load): GB/s over an L2-sized matrix and a large one, the large passes\n"
+            "  alternating with the read loop over the same buffer.\n"
             "  --n N        row length, a multiple of 256 (default 2048)\n"
             "  --mem-mib N  large matrix size (default 256)\n"
             "  --vectors N  decode vectors per pass, 1..%u (default 1)\n"
-            "  --swiglu     the FFN's fused gate and up products (each half of the matrix)\n",
-            PL_QUANT_DOTN_MAX);
+            "  --swiglu     the FFN's fused gate and up products (each half of the matrix)\n"
+            "  --threads N  threads per pass, 1..%u (default 1), each pinned to a CPU with a\n"
+            "               contiguous share of the rows; the read loop on as many\n",
+            PL_QUANT_DOTN_MAX, MAX_THREADS);
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
-    *o = (struct opts){2048, (size_t)256 << 20, 1, false, false};
+    *o = (struct opts){2048, (size_t)256 << 20, 1, 1, false, false};
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         if (!strcmp(argv[i], "--json")) {
@@ -229,6 +332,11 @@ static int parse(int argc, char **argv, struct opts *o) {
             if (*end || v < 1 || v > PL_QUANT_DOTN_MAX)
                 return -EINVAL;
             o->n_vec = (uint32_t)v;
+        } else if (i + 1 < argc && !strcmp(argv[i], "--threads")) {
+            const unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end || v < 1 || v > MAX_THREADS)
+                return -EINVAL;
+            o->n_th = (uint32_t)v;
         } else {
             return -EINVAL;
         }
@@ -269,8 +377,8 @@ int bench_decode_main(int argc, char **argv) {
     const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     if (o.json) {
         printf("{\"bench\":\"decode\",\"tile_isa\":\"%s\",\"n_cols\":%u,\"vectors\":%u,"
-               "\"swiglu\":%s,\"threads\":1,\"prefetch\":\"%s:%u:%u\",\"types\":[",
-               pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? "true" : "false",
+               "\"swiglu\":%s,\"threads\":%u,\"prefetch\":\"%s:%u:%u\",\"types\":[",
+               pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? "true" : "false", o.n_th,
                bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes);
         for (size_t i = 0; i < n_res; i++)
             printf("%s{\"type\":\"%s\",\"l2_gbs\":%.3f,\"mem_gbs\":%.3f,\"read_bw_gbs\":%.3f,"
@@ -280,9 +388,9 @@ int bench_decode_main(int argc, char **argv) {
         printf("]}\n");
         return 0;
     }
-    printf("picolm-bench decode: tiled kernels '%s', rows of %u, %u vector(s)%s, 1 thread, "
+    printf("picolm-bench decode: tiled kernels '%s', rows of %u, %u vector(s)%s, %u thread(s), "
            "prefetch %s %u B ahead (%s)\n",
-           pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? ", gate+up (SwiGLU)" : "",
+           pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? ", gate+up (SwiGLU)" : "", o.n_th,
            bench_pf_hint_name(pf), pf->decode_bytes, pf->source);
     printf("%-5s | %9s %9s %9s | %8s %8s\n", "type", "L2", "memory", "read bw", "mem/bw", "L2/bw");
     for (size_t i = 0; i < n_res; i++)
