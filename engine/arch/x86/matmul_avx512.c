@@ -697,7 +697,8 @@ static inline __attribute__((always_inline)) void pf_sbs(const uint8_t *row, int
  * rdtsc around each 2048 x 2048 product of the engine's decode (1 thread), Q8_0 15.9-16.0 ->
  * 16.7-17.0 GB/s (14.0-14.2 -> 14.7-15.1 tok/s; with one weight stream 14.8-16.2 -> 16.9-17.0),
  * Q4_0 16.0-16.2 -> 17.0-17.1 (27.1-27.3 -> 28.5 tok/s). In vec_q6_Kp a step per super-block
- * instead of per 4 made no difference then (16.3-16.7 against 16.4-16.9 GB/s). */
+ * instead of per 4 made no difference then (16.3-16.7 against 16.4-16.9 GB/s); on the Zen 5
+ * VM it reads much faster, so vec_q6_Kp steps per super-block now. */
 static inline __attribute__((always_inline)) void pf_step(const uint8_t *row, int64_t s, size_t sb,
                                                           int lines) {
     pl_x86_pf_lines((const char *)row + VEC_PF_BYTES + (size_t)s * sb, lines);
@@ -1218,14 +1219,28 @@ static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
         for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             float dd[4] = {0.0f};
-            if (k == 4)
-                pf_step(row, s0, sb, (int)((4 * sizeof(struct pl_block_q6_K) + 63) / 64));
-            else
+            __m512i z0, z1, z2, z3;
+            if (k == 4) {
+                /* a step per super-block (ceil(210 / 64) = 4 lines, see pf_step), not one of
+                 * 14 lines per 4: on the Zen 5 VM, `picolm-bench decode`, rows of 2048, median
+                 * of 4 (2 threads: 3) alternating runs, memory / read loop 0.69 -> 0.87 (2
+                 * threads 0.76 -> 0.93), L2-sized matrix 64 -> 71 GB/s. The same for Q4_K's
+                 * groups measured worse there (0.92 -> 0.87). */
+                pf_step(row, s0, sb, 4);
+                z0 = q6kp_sb(row, v, n, s0, &dd[0]);
+                pf_step(row, s0 + 1, sb, 4);
+                z1 = q6kp_sb(row, v, n, s0 + 1, &dd[1]);
+                pf_step(row, s0 + 2, sb, 4);
+                z2 = q6kp_sb(row, v, n, s0 + 2, &dd[2]);
+                pf_step(row, s0 + 3, sb, 4);
+                z3 = q6kp_sb(row, v, n, s0 + 3, &dd[3]);
+            } else {
                 pf_sbs(row, s0, k, sb);
-            const __m512i z0 = q6kp_sb(row, v, n, s0, &dd[0]);
-            const __m512i z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1]) : zero;
-            const __m512i z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2]) : zero;
-            const __m512i z3 = k > 3 ? q6kp_sb(row, v, n, s0 + 3, &dd[3]) : zero;
+                z0 = q6kp_sb(row, v, n, s0, &dd[0]);
+                z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1]) : zero;
+                z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2]) : zero;
+                z3 = k > 3 ? q6kp_sb(row, v, n, s0 + 3, &dd[3]) : zero;
+            }
             const __m128 x =
                 _mm512_castps512_ps128(_mm512_cvtepi32_ps(q6kp_reduce4(z0, z1, z2, z3)));
             for (int i = 0; i < 4; i++)

@@ -175,7 +175,9 @@ static const struct shape k_shapes[] = {
     {2048, 38, 33, 2}, /* 3 tiles, last one partial */
     {6400, 11, 70, 0}, /* 25 super-blocks (2 unpacked chunks), 5 tiles in 2 blocks */
     {768, 22, 1, 5},   /* one token */
-    {256, 300, 1, 7},  /* decode results out in blocks (OUT_BLOCK, SWIGLU_ROWS): 3 of them */
+    {256, 1100, 1, 7}, /* decode results out in blocks: 9 of OUT_BLOCK, 3 of SWIGLU_ROWS */
+    {2304, 9, 1, 1},   /* one token, 9 super-blocks: two full groups of 4 and one of 1 */
+    {1024, 37, 2, 0},  /* two tokens, one full group of 4 super-blocks per row */
     {512, 203, 1, 2},  /* one token in 2, 3 or 4 weight streams: parts of unequal length */
     {512, 290, 3, 9},  /* the same for three tokens */
 };
