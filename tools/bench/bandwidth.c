@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -137,17 +138,13 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-struct bw_job {
+struct run_job {
     pthread_barrier_t *bar;
-    const uint8_t *base;
-    size_t len;
-    read_fn fn;
-    size_t dist;
-    uint32_t ns;
-    uint32_t cpu;
+    bench_work_fn work;
+    void *ctx;
+    uint32_t i;
     int passes;
-    double *t_start, *t_end; /* [passes]: this worker's own clock around its read */
-    volatile long long sink; /* keeps the reads alive */
+    double *t_start, *t_end; /* [passes]: this worker's own clock around its part */
 };
 
 void bench_pin_self(uint32_t i) {
@@ -170,71 +167,56 @@ void bench_pin_self(uint32_t i) {
 }
 
 /* Each worker stamps its own start and end: the pass's window is then [earliest start,
- * latest end] over the workers, which contains every byte read whatever the scheduler
- * does (a timer taken by a third thread between two barriers does not: descheduled after
- * the first barrier, it starts its clock late and over-reports). */
-static void *bw_worker(void *arg) {
-    struct bw_job *j = arg;
-    bench_pin_self(j->cpu);
+ * latest end] over the workers, which contains all the work whatever the scheduler does
+ * (a timer taken by a third thread between two barriers does not: descheduled after the
+ * first barrier, it starts its clock late and over-reports). */
+static void *run_worker(void *arg) {
+    struct run_job *j = arg;
+    bench_pin_self(j->i);
     for (int pass = 0; pass < j->passes; pass++) {
         (void)pthread_barrier_wait(j->bar);
         j->t_start[pass] = now_s();
-        j->sink ^= j->fn(j->base, j->len, j->dist, j->ns);
+        j->work(j->ctx, j->i);
         j->t_end[pass] = now_s();
     }
     return NULL;
 }
 
-#define MAX_THREADS 64
 #define MAX_PASSES 64
 
-double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
-                          enum bench_bw_mode mode) {
-    pthread_t th[MAX_THREADS];
-    struct bw_job jobs[MAX_THREADS];
-    static double stamps[2][MAX_THREADS][MAX_PASSES]; /* not reentrant: one run at a time */
+int bench_run_passes(uint32_t n_threads, int passes, bench_work_fn work, void *ctx, double *ret_s) {
+    pthread_t th[BENCH_MAX_THREADS];
+    struct run_job jobs[BENCH_MAX_THREADS];
     pthread_barrier_t bar;
-    double best = 0.0;
     uint32_t started = 0;
 
-    if (!buf || n_threads == 0 || n_threads > MAX_THREADS || passes <= 0 || passes > MAX_PASSES ||
-        (unsigned)mode >= BENCH_BW_N_MODES)
-        return -EINVAL;
-    size_t dist;
-    uint32_t ns;
-    read_fn fn = pick_read(mode, &dist, &ns);
-    size_t slice = (len / n_threads) & ~(size_t)255;
-    const size_t bytes = stream_bytes(slice, ns); /* what each thread reads of its slice */
-    if (slice == 0 || bytes == 0)
+    if (n_threads == 0 || n_threads > BENCH_MAX_THREADS || passes <= 0 || !work || !ret_s)
         return -EINVAL;
     if (n_threads == 1) { /* no thread needed: time the calling one */
-        volatile long long sink = 0;
         for (int pass = 0; pass < passes; pass++) {
-            double t0 = now_s();
-            sink ^= fn(buf, slice, dist, ns);
-            double dt = now_s() - t0;
-            if (dt > 0 && (double)bytes / dt > best)
-                best = (double)bytes / dt;
+            const double t0 = now_s();
+            work(ctx, 0);
+            ret_s[pass] = now_s() - t0;
         }
-        (void)sink;
-        return best;
+        return 0;
     }
+    double *stamps = calloc((size_t)2 * n_threads * (size_t)passes, sizeof(double));
+    if (!stamps)
+        return -ENOMEM;
     /* the workers only: the calling thread takes no part in the timing */
-    if (pthread_barrier_init(&bar, NULL, n_threads) != 0)
+    if (pthread_barrier_init(&bar, NULL, n_threads) != 0) {
+        free(stamps);
         return -EAGAIN;
+    }
     for (uint32_t i = 0; i < n_threads; i++) {
-        jobs[i] = (struct bw_job){.bar = &bar,
-                                  .base = (const uint8_t *)buf + i * slice,
-                                  .len = slice,
-                                  .fn = fn,
-                                  .dist = dist,
-                                  .ns = ns,
-                                  .cpu = i,
-                                  .passes = passes,
-                                  .t_start = stamps[0][i],
-                                  .t_end = stamps[1][i],
-                                  .sink = 0};
-        if (pthread_create(&th[i], NULL, bw_worker, &jobs[i]) != 0)
+        jobs[i] = (struct run_job){.bar = &bar,
+                                   .work = work,
+                                   .ctx = ctx,
+                                   .i = i,
+                                   .passes = passes,
+                                   .t_start = stamps + (size_t)2 * i * (size_t)passes,
+                                   .t_end = stamps + ((size_t)2 * i + 1) * (size_t)passes};
+        if (pthread_create(&th[i], NULL, run_worker, &jobs[i]) != 0)
             break;
         started++;
     }
@@ -246,23 +228,58 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
             (void)pthread_join(th[k], NULL);
         }
         (void)pthread_barrier_destroy(&bar);
+        free(stamps);
         return -EAGAIN;
     }
     for (uint32_t i = 0; i < n_threads; i++)
         (void)pthread_join(th[i], NULL);
     (void)pthread_barrier_destroy(&bar);
     for (int pass = 0; pass < passes; pass++) {
-        double t0 = stamps[0][0][pass], t1 = stamps[1][0][pass];
+        double t0 = jobs[0].t_start[pass], t1 = jobs[0].t_end[pass];
         for (uint32_t i = 1; i < n_threads; i++) {
-            if (stamps[0][i][pass] < t0)
-                t0 = stamps[0][i][pass];
-            if (stamps[1][i][pass] > t1)
-                t1 = stamps[1][i][pass];
+            if (jobs[i].t_start[pass] < t0)
+                t0 = jobs[i].t_start[pass];
+            if (jobs[i].t_end[pass] > t1)
+                t1 = jobs[i].t_end[pass];
         }
-        double dt = t1 - t0;
-        if (dt > 0 && (double)bytes * n_threads / dt > best)
-            best = (double)bytes * n_threads / dt;
+        ret_s[pass] = t1 - t0;
     }
+    free(stamps);
+    return 0;
+}
+
+/* The read loop over worker i's slice. */
+struct bw_ctx {
+    const uint8_t *base;
+    size_t slice;
+    read_fn fn;
+    size_t dist;
+    uint32_t ns;
+    volatile long long sink[BENCH_MAX_THREADS]; /* keeps the reads alive */
+};
+
+static void bw_work(void *arg, uint32_t i) {
+    struct bw_ctx *c = arg;
+    c->sink[i] ^= c->fn(c->base + i * c->slice, c->slice, c->dist, c->ns);
+}
+
+double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
+                          enum bench_bw_mode mode) {
+    double secs[MAX_PASSES], best = 0.0;
+    if (!buf || n_threads == 0 || n_threads > BENCH_MAX_THREADS || passes <= 0 ||
+        passes > MAX_PASSES || (unsigned)mode >= BENCH_BW_N_MODES)
+        return -EINVAL;
+    struct bw_ctx c = {.base = buf, .slice = (len / n_threads) & ~(size_t)255};
+    c.fn = pick_read(mode, &c.dist, &c.ns);
+    const size_t bytes = stream_bytes(c.slice, c.ns); /* what each thread reads of its slice */
+    if (c.slice == 0 || bytes == 0)
+        return -EINVAL;
+    const int r = bench_run_passes(n_threads, passes, bw_work, &c, secs);
+    if (r < 0)
+        return r;
+    for (int pass = 0; pass < passes; pass++)
+        if (secs[pass] > 0 && (double)bytes * n_threads / secs[pass] > best)
+            best = (double)bytes * n_threads / secs[pass];
     return best;
 }
 

@@ -58,6 +58,19 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
 /* Pin the calling thread to the i-th CPU it may run on (modulo their number). */
 void bench_pin_self(uint32_t i);
 
+/* Threads bench_run_passes and the read loops take at most. */
+#define BENCH_MAX_THREADS 64u
+
+/* Worker i's part of one pass. */
+typedef void (*bench_work_fn)(void *ctx, uint32_t i);
+
+/* `passes` passes of work on n_threads threads (1..64), worker i pinned by bench_pin_self(i),
+ * every pass started on all of them together after a barrier; with one thread, on the
+ * calling thread. Each worker stamps its own clock around its part: ret_s[p] is pass p's
+ * window in seconds, from the earliest start to the latest end. Returns 0, or -EINVAL,
+ * -ENOMEM, -EAGAIN (threads could not start). */
+int bench_run_passes(uint32_t n_threads, int passes, bench_work_fn work, void *ctx, double *ret_s);
+
 /* bench_bw_read_modes's best, without the figures per mode. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 

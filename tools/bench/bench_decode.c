@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -30,7 +29,6 @@
 #define L2_BYTES ((size_t)384 << 10)
 #define L2_PASSES 2000
 #define MEM_PASSES 8
-#define MAX_THREADS 64
 
 static const uint32_t decode_types[] = {PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q6_K, PL_GGML_TYPE_Q4_0,
                                         PL_GGML_TYPE_Q8_0};
@@ -145,100 +143,37 @@ static void pass_rows(const struct pl_weight *w, const struct pl_mm_act *act, bo
     }
 }
 
-/* A worker of the threaded passes: pinned to CPU i, its share of the rows once per pass,
- * between its own clock stamps (as the read loop's workers: a pass's window is [earliest
- * start, latest end] over the workers). */
-struct pass_job {
-    pthread_barrier_t *bar;
+/* A pass over w's rows, worker i of n_th taking a contiguous share in multiples of 16 (as
+ * the forward pass's segments). */
+struct pass_ctx {
     const struct pl_weight *w;
     const struct pl_mm_act *act;
     bool swiglu;
     float *out;
-    uint32_t lo, hi, cpu;
-    int passes;
-    uint64_t *t0, *t1; /* [passes] */
+    uint32_t rows, n_th;
 };
 
-static void *pass_worker(void *arg) {
-    struct pass_job *j = arg;
-    bench_pin_self(j->cpu);
-    for (int p = 0; p < j->passes; p++) {
-        (void)pthread_barrier_wait(j->bar);
-        j->t0[p] = pl_now_ns();
-        pass_rows(j->w, j->act, j->swiglu, j->out, j->lo, j->hi);
-        j->t1[p] = pl_now_ns();
-    }
-    return NULL;
+static void pass_work(void *arg, uint32_t i) {
+    const struct pass_ctx *c = arg;
+    const uint32_t units = (c->rows + 15) / 16;
+    pass_rows(c->w, c->act, c->swiglu, c->out, PL_MIN(units * i / c->n_th * 16, c->rows),
+              PL_MIN(units * (i + 1) / c->n_th * 16, c->rows));
 }
 
-/* The fastest of `passes` passes of the decode product(s) over all of w (bytes big), by
- * n_th threads (each a contiguous share of the rows in multiples of 16, as the forward
- * pass's segments; 1: the calling thread), in bytes per second; or a negative errno. */
+/* The fastest of `passes` passes of the decode product(s) over all of w (bytes big) by n_th
+ * threads (bench_run_passes), in bytes per second; or a negative errno. */
 static double passes_best(const struct pl_weight *w, size_t bytes, const struct pl_mm_act *act,
                           bool swiglu, float *out, uint32_t n_th, int passes) {
-    const uint32_t rows = swiglu ? w->n_rows / 2 : w->n_rows;
-    double best = 0.0;
-    if (n_th == 1) {
-        for (int p = 0; p < passes; p++) {
-            const uint64_t t0 = pl_now_ns();
-            pass_rows(w, act, swiglu, out, 0, rows);
-            const uint64_t dt = pl_now_ns() - t0;
-            if (dt > 0)
-                best = PL_MAX(best, (double)bytes * 1e9 / (double)dt);
-        }
-        return best;
-    }
-    pthread_t th[MAX_THREADS];
-    struct pass_job jobs[MAX_THREADS];
-    pthread_barrier_t bar;
-    uint32_t started = 0;
-    uint64_t *stamps = calloc((size_t)2 * n_th * (size_t)passes, sizeof(uint64_t));
-    if (!stamps)
+    struct pass_ctx c = {w, act, swiglu, out, swiglu ? w->n_rows / 2 : w->n_rows, n_th};
+    double *secs = malloc(sizeof(double) * (size_t)passes), best = 0.0;
+    if (!secs)
         return -ENOMEM;
-    if (pthread_barrier_init(&bar, NULL, n_th) != 0) {
-        free(stamps);
-        return -EAGAIN;
-    }
-    const uint32_t units = (rows + 15) / 16;
-    for (uint32_t i = 0; i < n_th; i++) {
-        jobs[i] = (struct pass_job){.bar = &bar,
-                                    .w = w,
-                                    .act = act,
-                                    .swiglu = swiglu,
-                                    .out = out,
-                                    .lo = PL_MIN(units * i / n_th * 16, rows),
-                                    .hi = PL_MIN(units * (i + 1) / n_th * 16, rows),
-                                    .cpu = i,
-                                    .passes = passes,
-                                    .t0 = stamps + (size_t)2 * i * (size_t)passes,
-                                    .t1 = stamps + ((size_t)2 * i + 1) * (size_t)passes};
-        if (pthread_create(&th[i], NULL, pass_worker, &jobs[i]) != 0)
-            break;
-        started++;
-    }
-    if (started < n_th) { /* release the started ones: a barrier wait is a cancellation point */
-        for (uint32_t k = 0; k < started; k++) {
-            (void)pthread_cancel(th[k]);
-            (void)pthread_join(th[k], NULL);
-        }
-        (void)pthread_barrier_destroy(&bar);
-        free(stamps);
-        return -EAGAIN;
-    }
-    for (uint32_t i = 0; i < n_th; i++)
-        (void)pthread_join(th[i], NULL);
-    (void)pthread_barrier_destroy(&bar);
-    for (int p = 0; p < passes; p++) {
-        uint64_t t0 = UINT64_MAX, t1 = 0;
-        for (uint32_t i = 0; i < n_th; i++) {
-            t0 = PL_MIN(t0, jobs[i].t0[p]);
-            t1 = PL_MAX(t1, jobs[i].t1[p]);
-        }
-        if (t1 > t0)
-            best = PL_MAX(best, (double)bytes * 1e9 / (double)(t1 - t0));
-    }
-    free(stamps);
-    return best;
+    const int r = bench_run_passes(n_th, passes, pass_work, &c, secs);
+    for (int p = 0; r == 0 && p < passes; p++)
+        if (secs[p] > 0)
+            best = PL_MAX(best, (double)bytes / secs[p]);
+    free(secs);
+    return r < 0 ? r : best;
 }
 
 struct result {
@@ -303,7 +238,7 @@ static void usage(FILE *out) {
             "  --swiglu     the FFN's fused gate and up products (each half of the matrix)\n"
             "  --threads N  threads per pass, 1..%u (default 1), each pinned to a CPU with a\n"
             "               contiguous share of the rows; the read loop on as many\n",
-            PL_QUANT_DOTN_MAX, MAX_THREADS);
+            PL_QUANT_DOTN_MAX, BENCH_MAX_THREADS);
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
@@ -334,7 +269,7 @@ static int parse(int argc, char **argv, struct opts *o) {
             o->n_vec = (uint32_t)v;
         } else if (i + 1 < argc && !strcmp(argv[i], "--threads")) {
             const unsigned long v = strtoul(argv[++i], &end, 10);
-            if (*end || v < 1 || v > MAX_THREADS)
+            if (*end || v < 1 || v > BENCH_MAX_THREADS)
                 return -EINVAL;
             o->n_th = (uint32_t)v;
         } else {
