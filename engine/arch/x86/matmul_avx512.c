@@ -151,6 +151,34 @@ static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u
     u->mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
 }
 
+/* Q5_K: unpack_q4_K's nibbles (the same qs layout) with a fifth bit: the element in byte i
+ * of qword j of register k, 32j + 8k + i, takes bit j of qh[8k + i]. */
+static inline void unpack_q5_K(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const struct pl_block_q5_K *b = (const struct pl_block_q5_K *)(const void *)row + s;
+    const __m512i q0 = _mm512_loadu_si512(b->qs), q1 = _mm512_loadu_si512(b->qs + 64);
+    const __m512i shift = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0);
+    const __m512i bit_j = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    for (int k = 0; k < 4; k++) {
+        __m512i idx = _mm512_set_epi64(12 + k, 12 + k, 8 + k, 8 + k, 4 + k, 4 + k, k, k);
+        __m512i v = _mm512_permutex2var_epi64(q0, idx, q1);
+        uint64_t qh;
+        memcpy(&qh, b->qh + 8 * k, sizeof(qh));
+        const __m512i h =
+            _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)qh), bit_j), one);
+        u->w[k] = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi64(v, shift), m4),
+                                  _mm512_slli_epi64(h, 4));
+    }
+    uint64_t sc, mn;
+    pl_q4k_scales_mins8(b->scales, &sc, &mn);
+    const __m128 dd =
+        _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d | (uint32_t)b->dmin << 16)));
+    u->d = _mm_cvtss_f32(dd);
+    u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
+    u->scale = _mm512_castsi512_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
+    u->mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
+}
+
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u) {
     const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)row + s;
     pl_q6k_lanes(b, u->w);
@@ -889,6 +917,8 @@ DEFINE_ROWS(rows_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS(rows_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1, 7)
 DEFINE_ROWS8(rows8_q4_K, unpack_q4_K, 8, 0, 0)
+DEFINE_ROWS(rows_q5_K, unpack_q5_K, 8, 0, 0)
+DEFINE_ROWS8(rows8_q5_K, unpack_q5_K, 8, 0, 0)
 DEFINE_ROWS8(rows8_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS8(rows8_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS8(rows8_q8_0, unpack_q8_0, 8, 1, 7)
@@ -1318,6 +1348,10 @@ static const struct pl_mm_tile_kernel k_q4_Kp = {
 static const struct pl_mm_tile_kernel k_q4_K_gv = {
     PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_K, NULL,     rows8_q4_K,
     PL_MM_ROWS,        NULL, NULL,         0,         &k_q4_Kp, repack_q4_K};
+/* Q5_K: prefill tiles; decode through quant_avx512.c's per-row dot product. */
+static const struct pl_mm_tile_kernel k_q5_K = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_K, NULL, rows8_q5_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
 static const struct pl_mm_tile_kernel k_q6_K = {
     PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_K, NULL, rows8_q6_K,
     PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
@@ -1360,6 +1394,8 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {
     case PL_GGML_TYPE_Q4_K:
         return have_gv() && repack_q4_K_here() ? &k_q4_K_gv : &k_q4_K;
+    case PL_GGML_TYPE_Q5_K:
+        return &k_q5_K;
     case PL_GGML_TYPE_Q6_K:
         return have_gv() ? &k_q6_K_gv : &k_q6_K;
     case PL_GGML_TYPE_Q4_0:

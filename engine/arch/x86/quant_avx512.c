@@ -405,10 +405,10 @@ static inline float kq_step(float sum, float s0, float s1, float fi, float fm) {
     return fmaf(-s1, fm, sum);
 }
 
-/* [d, dmin] of a Q4_K block times the activation scale da. */
-static inline __m128 q4k_dd(const struct pl_block_q4_K *a, float da) {
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32((const uint8_t *)&a->d))),
-                      _mm_set1_ps(da));
+/* [d, dmin] of a Q4_K or Q5_K block (dd: its first 4 bytes, d then dmin as fp16) times the
+ * activation scale da. */
+static inline __m128 kq_dd(const void *dd, float da) {
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32(dd))), _mm_set1_ps(da));
 }
 
 /* The totals of acc's 16 lanes and of pm's 8, reduced side by side in one register. */
@@ -450,7 +450,7 @@ static inline void reduce4_kq(const __m512i acc[4], const __m256i pm[4], float f
 
 /* The super-block loop of the Q4_K row kernels: SB(i, acc, pm, dd) computes super-block
  * i's sums (acc: scales x quants . activations in 16 lanes, pm: mins x activation sums in 8)
- * and dd = q4k_dd(); groups of four share one reduction tree, the rest go one at a time;
+ * and dd = kq_dd(); groups of four share one reduction tree, the rest go one at a time;
  * each takes kq_step in order. Uses a, nb and sum of the kernel. */
 #define Q4K_ROW_LOOP(SB)                                                                           \
     do {                                                                                           \
@@ -508,7 +508,7 @@ static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restric
                               load512(b[i].qs + 64 * g + 64), sc1);                                \
         }                                                                                          \
         (ret_acc) = _mm512_add_epi32(acc0, acc1);                                                  \
-        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                          \
+        (ret_dd) = kq_dd(&a[i], b[i].d);                                                           \
     } while (0)
     Q4K_ROW_LOOP(Q4K_SB);
 #undef Q4K_SB
@@ -605,7 +605,7 @@ static const uint8_t q4k_gv_m_idx[32]
             _mm256_maskz_permutexvar_epi8((__mmask32)even, mi, _mm512_castsi512_si256(v));         \
         (ret_pm) = _mm256_madd_epi16(load256(b[i].bsums), m16);                                    \
         (ret_acc) = _mm512_add_epi32(acc0, acc1);                                                  \
-        (ret_dd) = q4k_dd(&a[i], b[i].d);                                                          \
+        (ret_dd) = kq_dd(&a[i], b[i].d);                                                           \
     } while (0)
 /* A row kernel over activation blocks of type BT: ggml's Q8_K (vec_dot), or the blocks that
  * pl_quant_q8_K_align() re-lays with 64-byte aligned quants (vec_dot_a). The same operations in
@@ -667,7 +667,7 @@ q4_K_gv_n(int64_t n, const void *restrict w, const void *const *x, float *out, c
             acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(u3, load512(y + 192)), s3);      \
             (ret_pm)[t] = _mm256_madd_epi16(load256(b[t][i].bsums), m16);                          \
             (ret_acc)[t] = _mm512_add_epi32(acc0, acc1);                                           \
-            (ret_dd)[t] = q4k_dd(&a[i], b[t][i].d);                                                \
+            (ret_dd)[t] = kq_dd(&a[i], b[t][i].d);                                                 \
         }                                                                                          \
     } while (0)
     int64_t i = 0;
@@ -740,44 +740,43 @@ static TARGET_GV void vec_dotn_q4_K_gv(int64_t n, const void *restrict w, const 
     }
 }
 
+/* Q5_K: Q4_K's quants plus a fifth bit, its scales and mins; the same exact integer sums and
+ * batch-invariant steps (Q4K_ROW_LOOP), so the tile kernels (matmul_avx512.c) give a token the
+ * same result. */
 static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q5_K *a = w;
     const struct pl_block_q8_K *b = x;
+    const int64_t nb = n / PL_QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     const __m512i shift = counts2(0, 4);
     const struct perm16 P = perm16_load(q4k_perm);
-    float sum = 0.f;
+    float sum = 0.0f;
     assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        const uint8_t *s = a[i].scales;
-        pf(&a[i], 3);
-        uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
-        const uint32_t m6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
-        uint32_t sc_hi = (w2 & k4) | (((w0 >> 6) & k2) << 4);
-        uint32_t m_hi = ((w2 >> 4) & k4) | (((w1 >> 6) & k2) << 4);
-        __m128i sc8 = _mm_setr_epi32((int)(w0 & m6), (int)sc_hi, (int)(w1 & m6), (int)m_hi);
-        __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
-        __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));
-        __m128i pm = _mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8)));
-        pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
-        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(2, 3, 0, 1)));
-        int32_t summ = _mm_cvtsi128_si32(pm);
-
-        /* bit 2g + half of qh[l] -> bit 4: shift qh right by 2g + half - 4 (left when < 0),
-         * done as a left shift by 4 after a right shift by 2g + half */
-        __m512i qh = bcast256(a[i].qh);
-        __m512i acc = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) {
-            __m512i lo4 =
-                _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);
-            __m512i hb = _mm512_slli_epi16(_mm512_srlv_epi16(qh, counts2(2 * g, 2 * g + 1)), 4);
-            __m512i u = _mm512_ternarylogic_epi32(lo4, hb, bit4, 0xF8); /* A | (B & C) */
-            __m512i sc = _mm512_permutexvar_epi16(P.idx[g], sc16);
-            acc = dot_scaled(acc, u, load512(b[i].qs + 64 * g), sc);
-        }
-        float d = h2f(a[i].d) * b[i].d, dmin = h2f(a[i].dmin) * b[i].d;
-        sum += d * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
-    }
+    /* one super-block for Q4K_ROW_LOOP; group g's fifth bits: bit 2g (low nibbles) and
+     * 2g + 1 (high) of qh[l], moved to bit 4 by a right shift and a left shift by 4 */
+#define Q5K_SB(i, ret_acc, ret_pm, ret_dd)                                                         \
+    do {                                                                                           \
+        pf(&a[i], 3);                                                                              \
+        const __m256i sm = q4k_scales16(a[i].scales);                                              \
+        const __m512i sc16 = _mm512_castsi256_si512(sm);                                           \
+        const __m128i bs = _mm_hadd_epi16(load128(b[i].bsums), load128(b[i].bsums + 8));           \
+        (ret_pm) = _mm256_zextsi128_si256(_mm_madd_epi16(bs, _mm256_extracti128_si256(sm, 1)));    \
+        const __m512i qh = bcast256(a[i].qh);                                                      \
+        __m512i acc2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};                        \
+        for (int g = 0; g < 4; g++) {                                                              \
+            const __m512i lo4 =                                                                    \
+                _mm512_and_si512(_mm512_srlv_epi16(bcast256(a[i].qs + 32 * g), shift), m4);        \
+            const __m512i hb =                                                                     \
+                _mm512_slli_epi16(_mm512_srlv_epi16(qh, counts2(2 * g, 2 * g + 1)), 4);            \
+            const __m512i u = _mm512_ternarylogic_epi32(lo4, hb, bit4, 0xF8); /* A | (B & C) */    \
+            acc2[g & 1] = dot_scaled(acc2[g & 1], u, load512(b[i].qs + 64 * g),                    \
+                                     _mm512_permutexvar_epi16(P.idx[g], sc16));                    \
+        }                                                                                          \
+        (ret_acc) = _mm512_add_epi32(acc2[0], acc2[1]);                                            \
+        (ret_dd) = kq_dd(&a[i], b[i].d);                                                           \
+    } while (0)
+    Q4K_ROW_LOOP(Q5K_SB);
+#undef Q5K_SB
     return sum;
 }
 
