@@ -354,6 +354,18 @@ static void repack_q8_0(int64_t n, const uint8_t *src, uint8_t *dst) {
 #define Q4KP_SC 128 /* offset of the scale stream in a packed super-block */
 #define Q4KP_MN 134 /* the 8 bytes from the mins' first bit (bit 48 of the stream) */
 #define Q4KP_D 140  /* offset of d, dmin */
+/* Q5_K, repacked (as Q4_K): its 176 bytes hold Q4_K's packed super-block with the fifth bits
+ * inserted after the nibble planes:
+ *   [128] the low 4 bits, as Q4_K's
+ *   [32]  bit 4 of w[k] as a 64-bit mask (bit i: byte i of w[k]), k = 0..3
+ *   [12] [4] the scale stream and d, dmin, as Q4_K's
+ * so the fifth bits are one masked byte add per register. The functions below that take q5
+ * (a constant after inlining) serve both layouts. */
+#define Q5KP_HB 128
+#define KP_SB(q5) ((q5) ? sizeof(struct pl_block_q5_K) : sizeof(struct pl_block_q4_K))
+#define KP_SC(q5) ((q5) ? 160 : Q4KP_SC)
+#define KP_MN(q5) (KP_SC(q5) + 6)
+#define KP_D(q5) (KP_SC(q5) + 12)
 
 static inline uint64_t load_u64(const uint8_t *p) {
     uint64_t v;
@@ -369,16 +381,51 @@ static inline __m256i fields6(uint64_t x) {
     return _mm512_cvtepi64_epi32(f);
 }
 
-static inline void unpack_q4_Kp(const uint8_t *row, int64_t s, struct unpacked *u) {
-    const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q4_K);
+/* Register k's fifth bits (packed Q5_K at p) added to its nibbles. */
+static inline __m512i q5kp_hi(const uint8_t *p, int k, __m512i w) {
+    return _mm512_mask_add_epi8(w, (__mmask64)load_u64(p + Q5KP_HB + 8 * k), w,
+                                _mm512_set1_epi8(0x10));
+}
+
+static inline __attribute__((always_inline)) void unpack_kp(const uint8_t *row, int64_t s,
+                                                            struct unpacked *u, int q5) {
+    const uint8_t *p = row + (size_t)s * KP_SB(q5);
     pl_nibbles_load(p, u->w);
-    u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(p + Q4KP_SC))));
-    u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(p + Q4KP_MN))));
+    for (int k = 0; q5 && k < 4; k++)
+        u->w[k] = q5kp_hi(p, k, u->w[k]);
+    u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(p + KP_SC(q5)))));
+    u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(p + KP_MN(q5)))));
     uint32_t dd;
-    memcpy(&dd, p + Q4KP_D, sizeof(dd));
+    memcpy(&dd, p + KP_D(q5), sizeof(dd));
     const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));
     u->d = _mm_cvtss_f32(f);
     u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(f));
+}
+
+static inline __attribute__((always_inline)) void unpack_q4_Kp(const uint8_t *row, int64_t s,
+                                                               struct unpacked *u) {
+    unpack_kp(row, s, u, 0);
+}
+
+static inline __attribute__((always_inline)) void unpack_q5_Kp(const uint8_t *row, int64_t s,
+                                                               struct unpacked *u) {
+    unpack_kp(row, s, u, 1);
+}
+
+/* The scale stream of the 12 GGUF scale bytes `scales` at p + KP_SC(q5), then d and dmin
+ * (dd: the block's first 4 bytes, as both types store them). */
+static void kp_store_scales(const uint8_t *scales, const void *dd, uint8_t *p, int q5) {
+    uint64_t sc, mn, sc48 = 0, mn48 = 0;
+    pl_q4k_scales_mins8(scales, &sc, &mn);
+    for (int j = 0; j < 8; j++) {
+        sc48 |= (sc >> 8 * j & 63) << 6 * j;
+        mn48 |= (mn >> 8 * j & 63) << 6 * j;
+    }
+    const uint64_t lo64 = sc48 | mn48 << 48;
+    const uint32_t hi32 = (uint32_t)(mn48 >> 16);
+    memcpy(p + KP_SC(q5), &lo64, sizeof(lo64));
+    memcpy(p + KP_SC(q5) + 8, &hi32, sizeof(hi32));
+    memcpy(p + KP_D(q5), dd, 4);
 }
 
 static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
@@ -388,18 +435,25 @@ static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         unpack_q4_K(src, s, &u);
         uint8_t *p = dst + (size_t)s * sizeof(struct pl_block_q4_K);
         nibbles_store(p, u.w);
-        uint64_t sc, mn, sc48 = 0, mn48 = 0;
-        pl_q4k_scales_mins8(b[s].scales, &sc, &mn);
-        for (int j = 0; j < 8; j++) {
-            sc48 |= (sc >> 8 * j & 63) << 6 * j;
-            mn48 |= (mn >> 8 * j & 63) << 6 * j;
+        kp_store_scales(b[s].scales, &b[s], p, 0);
+    }
+}
+
+static void repack_q5_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+    const struct pl_block_q5_K *b = (const struct pl_block_q5_K *)(const void *)src;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    for (int64_t s = 0; s < n / 256; s++) {
+        struct unpacked u;
+        unpack_q5_K(src, s, &u);
+        uint8_t *p = dst + (size_t)s * sizeof(struct pl_block_q5_K);
+        __m512i lo[4];
+        for (int k = 0; k < 4; k++) {
+            lo[k] = _mm512_and_si512(u.w[k], m4);
+            const uint64_t hb = _mm512_test_epi8_mask(u.w[k], bit4);
+            memcpy(p + Q5KP_HB + 8 * k, &hb, sizeof(hb));
         }
-        const uint64_t lo64 = sc48 | mn48 << 48;
-        const uint32_t hi32 = (uint32_t)(mn48 >> 16);
-        memcpy(p + Q4KP_SC, &lo64, sizeof(lo64));
-        memcpy(p + Q4KP_SC + 8, &hi32, sizeof(hi32));
-        memcpy(p + Q4KP_D, &b[s].d, sizeof(b[s].d));
-        memcpy(p + Q4KP_D + 2, &b[s].dmin, sizeof(b[s].dmin));
+        nibbles_store(p, lo);
+        kp_store_scales(b[s].scales, &b[s], p, 1);
     }
 }
 
@@ -940,7 +994,10 @@ DEFINE_VEC_ROWS(vec_q8_0p, unpack_q8_0p, 7, 8 * sizeof(struct pl_block_q8_0), Q8
  * s = fma(da x dmin, -msum, s), which is the tile kernels' fma(-(da x dmin), msum, s) (the
  * product's sign moves, not its rounding). The chain is two dependent FMAs per super-block,
  * longer than the integer work of a super-block on a Zen 5 core: vec_q4_Kp runs each group's
- * chain one group late (below). */
+ * chain one group late (below). Packed Q5_K goes through the same functions with q5 set: its
+ * fifth bits join the nibbles (q5kp_hi), the rest is Q4_K's. Zen 5 VM, `picolm-bench decode`:
+ * Q5_K over an L2-sized matrix 47 GB/s, from memory 0.93 of the read loop; the per-row
+ * vec_dot_q5_K over the GGUF layout ran 26 GB/s in L2 (`picolm-bench kernels`). */
 #define TARGET_GV __attribute__((target("gfni,avx512vbmi")))
 #define GF_HI_NIBBLE 0x1020408000000000ll /* GF(2) affine matrix: high nibble moved down */
 
@@ -952,7 +1009,7 @@ struct q4kp_w {
 };
 
 static inline TARGET_GV __attribute__((always_inline)) void q4kp_load(const uint8_t *p,
-                                                                      struct q4kp_w *u) {
+                                                                      struct q4kp_w *u, int q5) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), hi_nib = _mm512_set1_epi64(GF_HI_NIBBLE);
     /* the field of lane pair j (scale: byte 0 of each dword, stream bit 6j) or lane j
      * (min); the bits above the field go with the mask */
@@ -970,13 +1027,15 @@ static inline TARGET_GV __attribute__((always_inline)) void q4kp_load(const uint
     u->w[1] = _mm512_and_si512(hi, m4);
     u->w[2] = _mm512_gf2p8affine_epi64_epi8(lo, hi_nib, 0);
     u->w[3] = _mm512_gf2p8affine_epi64_epi8(hi, hi_nib, 0);
+    for (int k = 0; q5 && k < 4; k++)
+        u->w[k] = q5kp_hi(p, k, u->w[k]);
     u->sc = _mm512_and_si512(
         _mm512_maskz_multishift_epi64_epi8(0x1111111111111111ull, sc_ctl,
-                                           _mm512_set1_epi64((long long)load_u64(p + Q4KP_SC))),
+                                           _mm512_set1_epi64((long long)load_u64(p + KP_SC(q5)))),
         _mm512_set1_epi32(63));
     u->mn = _mm256_and_si256(
         _mm256_maskz_multishift_epi64_epi8(0x11111111u, mn_ctl,
-                                           _mm256_set1_epi64x((long long)load_u64(p + Q4KP_MN))),
+                                           _mm256_set1_epi64x((long long)load_u64(p + KP_MN(q5)))),
         _mm256_set1_epi32(63));
 }
 
@@ -1030,36 +1089,38 @@ struct q4kp_sums {
 
 /* Super-block s of packed row w: its q4kp_dot, and [da x d, da x dmin] into dd. */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
-q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m128 *dd) {
-    const uint8_t *p = w + (size_t)s * sizeof(struct pl_block_q4_K);
+q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m128 *dd, int q5) {
+    const uint8_t *p = w + (size_t)s * KP_SB(q5);
     uint32_t d2;
-    memcpy(&d2, p + Q4KP_D, sizeof(d2));
+    memcpy(&d2, p + KP_D(q5), sizeof(d2));
     *dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d2)),
                      _mm_set1_ps(*pl_mm_lay_da(v, n, 1, s, 0)));
     struct q4kp_w u;
-    q4kp_load(p, &u);
+    q4kp_load(p, &u, q5);
     return q4kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
 }
 
 /* Super-blocks [s0, s0 + k) (k <= 4) of packed row w into g, with the prefetch of their
- * bytes VEC_PF_BYTES on (a full group's 576: 10 lines cover them at any alignment). */
+ * bytes VEC_PF_BYTES on (a full group's 576 (Q5_K: 704): 10 (12) lines cover them at any
+ * alignment). */
 static inline TARGET_GV __attribute__((always_inline)) void
-q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struct q4kp_sums *g) {
+q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struct q4kp_sums *g,
+           int q5) {
     const __m512i zero = _mm512_setzero_si512();
     __m512i r;
     if (k == 4) {
-        pf_step(w, s0, sizeof(struct pl_block_q4_K), 10);
-        const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0]);
-        const __m512i z1 = q4kp_sb(w, v, n, s0 + 1, &g->dd[1]);
-        const __m512i z2 = q4kp_sb(w, v, n, s0 + 2, &g->dd[2]);
-        const __m512i z3 = q4kp_sb(w, v, n, s0 + 3, &g->dd[3]);
+        pf_step(w, s0, KP_SB(q5), (int)((4 * KP_SB(q5) + 63) / 64 + 1));
+        const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0], q5);
+        const __m512i z1 = q4kp_sb(w, v, n, s0 + 1, &g->dd[1], q5);
+        const __m512i z2 = q4kp_sb(w, v, n, s0 + 2, &g->dd[2], q5);
+        const __m512i z3 = q4kp_sb(w, v, n, s0 + 3, &g->dd[3], q5);
         r = q4kp_reduce4(z0, z1, z2, z3);
     } else {
-        pf_sbs(w, s0, k, sizeof(struct pl_block_q4_K));
+        pf_sbs(w, s0, k, KP_SB(q5));
         g->dd[1] = g->dd[2] = g->dd[3] = _mm_setzero_ps(); /* past k: never read */
-        const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0]);
-        const __m512i z1 = k > 1 ? q4kp_sb(w, v, n, s0 + 1, &g->dd[1]) : zero;
-        const __m512i z2 = k > 2 ? q4kp_sb(w, v, n, s0 + 2, &g->dd[2]) : zero;
+        const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0], q5);
+        const __m512i z1 = k > 1 ? q4kp_sb(w, v, n, s0 + 1, &g->dd[1], q5) : zero;
+        const __m512i z2 = k > 2 ? q4kp_sb(w, v, n, s0 + 2, &g->dd[2], q5) : zero;
         r = q4kp_reduce4(z0, z1, z2, zero);
     }
     g->f = _mm512_cvtepi32_ps(r);
@@ -1085,8 +1146,9 @@ q4kp_chain(float sum, const struct q4kp_sums *g, int64_t k) {
  * loop (2 threads: L2 80 -> 79-94, memory 0.80-0.82 -> 0.84-0.89). Rows of 5632: L2 48, the
  * chain within a row then bounds it. Interleaving two rows' groups instead (two chains at
  * once) reached L2 48.6 but read memory at 0.66-0.77: the prefetchers follow one stream. */
-static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                                const uint8_t *vec, float *out) {
+static inline TARGET_GV __attribute__((always_inline)) void
+kp_vec(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *vec,
+       float *out, int q5) {
     const int64_t n_sb = n / 256;
     uint8_t *v = (uint8_t *)(uintptr_t)vec;
     float sum = 0.0f;
@@ -1099,7 +1161,7 @@ static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
         for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             struct q4kp_sums g;
-            q4kp_group(row, v, n, s0, k, &g);
+            q4kp_group(row, v, n, s0, k, &g, q5);
             if (pk) {
                 sum = q4kp_chain(sum, &pend, pk);
                 if (p_last) {
@@ -1117,12 +1179,22 @@ static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
         out[pr] = q4kp_chain(sum, &pend, pk);
 }
 
+static TARGET_GV void vec_q4_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    kp_vec(n, w, row_bytes, n_rows, vec, out, 0);
+}
+
+static TARGET_GV void vec_q5_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    kp_vec(n, w, row_bytes, n_rows, vec, out, 1);
+}
+
 /* NT decode vectors (2 .. PL_QUANT_DOTN_MAX; NT constant after inlining): each super-block
  * is loaded once for all of them; per vector the operations of vec_q4_Kp (the same sums,
  * reductions and chain), so out[t] is bit-identical to its result for vec[t]. */
 static inline TARGET_GV __attribute__((always_inline)) void
-q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
-       float *const *out, const int NT) {
+kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
+     float *const *out, const int NT, int q5) {
     const int64_t n_sb = n / 256;
     uint8_t *v[PL_QUANT_DOTN_MAX];
     for (int t = 0; t < NT; t++)
@@ -1136,18 +1208,18 @@ q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
             _Alignas(64) __m512i z[PL_QUANT_DOTN_MAX][4];
             __m128 dd[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-            pf_sbs(row, s0, k, sizeof(struct pl_block_q4_K));
+            pf_sbs(row, s0, k, KP_SB(q5));
             for (int64_t i = 0; i < 4; i++) {
                 if (i >= k) {
                     for (int t = 0; t < NT; t++)
                         z[t][i] = _mm512_setzero_si512();
                     continue;
                 }
-                const uint8_t *p = row + (size_t)(s0 + i) * sizeof(struct pl_block_q4_K);
+                const uint8_t *p = row + (size_t)(s0 + i) * KP_SB(q5);
                 struct q4kp_w u;
-                q4kp_load(p, &u);
+                q4kp_load(p, &u, q5);
                 uint32_t d2;
-                memcpy(&d2, p + Q4KP_D, sizeof(d2));
+                memcpy(&d2, p + KP_D(q5), sizeof(d2));
                 dd[i] = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d2));
                 for (int t = 0; t < NT; t++)
                     z[t][i] = q4kp_dot(&u, pl_mm_lay_qs(v[t], n, 1, s0 + i, 0, 0),
@@ -1171,10 +1243,17 @@ q4kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
     }
 }
 
+#define q4kp_n(n, w, row_bytes, n_rows, vec, out, NT) kp_n(n, w, row_bytes, n_rows, vec, out, NT, 0)
+#define q5kp_n(n, w, row_bytes, n_rows, vec, out, NT) kp_n(n, w, row_bytes, n_rows, vec, out, NT, 1)
 DEFINE_NT_DISPATCH(TARGET_GV, vec_q4_Kpn, q4kp_n)
+DEFINE_NT_DISPATCH(TARGET_GV, vec_q5_Kpn, q5kp_n)
+#undef q4kp_n
+#undef q5kp_n
 
 DEFINE_ROWS(rows_q4_Kp, unpack_q4_Kp, 8, 0, 0)
 DEFINE_ROWS8(rows8_q4_Kp, unpack_q4_Kp, 8, 0, 0)
+DEFINE_ROWS(rows_q5_Kp, unpack_q5_Kp, 8, 0, 0)
+DEFINE_ROWS8(rows8_q5_Kp, unpack_q5_Kp, 8, 0, 0)
 
 /* ---- Q6_K decode from the packed layout (GFNI, VBMI) ----
  * The 6-bit quants come out of the three 64-byte planes by GF2P8AFFINEQB (a bit matrix per
@@ -1352,6 +1431,13 @@ static const struct pl_mm_tile_kernel k_q4_K_gv = {
 static const struct pl_mm_tile_kernel k_q5_K = {
     PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_K, NULL, rows8_q5_K,
     PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
+/* With GFNI and VBMI: repacked at load, decoded by vec_q5_Kp / vec_q5_Kpn. */
+static const struct pl_mm_tile_kernel k_q5_Kp = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_Kp, vec_q5_Kp, rows8_q5_Kp,
+    PL_MM_ROWS,        NULL, vec_q5_Kpn,   0,          NULL,      NULL};
+static const struct pl_mm_tile_kernel k_q5_K_gv = {
+    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_K, NULL,     rows8_q5_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         &k_q5_Kp, repack_q5_K};
 static const struct pl_mm_tile_kernel k_q6_K = {
     PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_K, NULL, rows8_q6_K,
     PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
@@ -1395,7 +1481,7 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     case PL_GGML_TYPE_Q4_K:
         return have_gv() && repack_q4_K_here() ? &k_q4_K_gv : &k_q4_K;
     case PL_GGML_TYPE_Q5_K:
-        return &k_q5_K;
+        return have_gv() ? &k_q5_K_gv : &k_q5_K;
     case PL_GGML_TYPE_Q6_K:
         return have_gv() ? &k_q6_K_gv : &k_q6_K;
     case PL_GGML_TYPE_Q4_0:
