@@ -30,8 +30,8 @@
 #define L2_PASSES 2000
 #define MEM_PASSES 8
 
-static const uint32_t decode_types[] = {PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q5_K, PL_GGML_TYPE_Q6_K,
-                                        PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0};
+static const uint32_t decode_types[] = {PL_GGML_TYPE_Q3_K, PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q5_K,
+                                        PL_GGML_TYPE_Q6_K, PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0};
 #define N_DECODE_TYPES (sizeof(decode_types) / sizeof(decode_types[0]))
 
 struct opts {

@@ -179,6 +179,40 @@ static inline void unpack_q5_K(const uint8_t *row, int64_t s, struct unpacked *u
     u->mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
 }
 
+/* Q3_K in layout 16: byte i of lane j of register k is element e = 16j + 4k + i, i.e. half
+ * h = j / 8, quarter c = (j % 8) / 2, l = 16 (j % 2) + 4k + i; its low 2 bits are bits 2c, 2c + 1
+ * of qs[32h + l], its third bit is bit 4h + c of hmask[l] (q = 0..7, value q - 4). Lane j's
+ * dword of qs is 8h + 4 (j % 2) + k, of hmask 4 (j % 2) + k. */
+static inline void unpack_q3_K(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const struct pl_block_q3_K *b = (const struct pl_block_q3_K *)(const void *)row + s;
+    const __m512i qs = _mm512_loadu_si512(b->qs);
+    const __m512i hm = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b->hmask));
+    const __m512i base = _mm512_set_epi32(12, 8, 12, 8, 12, 8, 12, 8, 4, 0, 4, 0, 4, 0, 4, 0);
+    const __m512i lo_shift = _mm512_set_epi32(6, 6, 4, 4, 2, 2, 0, 0, 6, 6, 4, 4, 2, 2, 0, 0);
+    const __m512i hi_shift = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i hm_base = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
+    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    for (int k = 0; k < 4; k++) {
+        const __m512i kk = _mm512_set1_epi32(k);
+        const __m512i lo = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(base, kk), qs), lo_shift),
+            m3);
+        const __m512i hi = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(hm_base, kk), hm),
+                              hi_shift),
+            one);
+        u->w[k] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 2));
+    }
+    int8_t sc[16];
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int8_t)(pl_q3k_scale(j, b->scales) - 32);
+    u->scale = _mm512_castsi512_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)sc)));
+    u->d = h2f(b->d);
+    u->dmin = 0.0f;
+    u->mn = _mm512_setzero_ps();
+}
+
 static inline void unpack_q6_K(const uint8_t *row, int64_t s, struct unpacked *u) {
     const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)row + s;
     pl_q6k_lanes(b, u->w);
@@ -492,6 +526,74 @@ static void repack_q6_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         _mm512_storeu_si512(p + 128, h);
         memcpy(p + PL_Q6KP_SC, b[s].scales, 16);
         memcpy(p + PL_Q6KP_D, &b[s].d, sizeof(b[s].d));
+    }
+}
+
+/* Q3_K, repacked (with GFNI and VBMI, as Q6_K). Each super-block keeps its 110 bytes:
+ *   [64] the low 2 bits of w[0..3]: bits 2k, 2k + 1 of byte i are those of w[k]'s byte i
+ *   [32] the third bits: w[k]'s as a 64-bit mask (bit i: byte i), k = 0..3
+ *   [12] the 16 stored 6-bit scales (offset 32) as one little-endian stream, scale j at bit 6j
+ *   [2]  d
+ * so the quants are a shift, a mask and one masked byte add per register. */
+#define Q3KP_HB 64
+#define Q3KP_SC 96
+#define Q3KP_D 108
+
+/* The 16 scales (stored - 32) of a packed Q3_K super-block at p, as int32 lanes. */
+static inline __m512i q3kp_scales(const uint8_t *p) {
+    const __m512i lo = _mm512_castsi256_si512(fields6(load_u64(p + Q3KP_SC)));
+    const __m512i sc = _mm512_inserti64x4(lo, fields6(load_u64(p + Q3KP_SC + 6)), 1);
+    return _mm512_sub_epi32(sc, _mm512_set1_epi32(32));
+}
+
+/* w[0..3] of a packed Q3_K super-block at p (0..7 per byte). */
+static inline __attribute__((always_inline)) void q3kp_lanes(const uint8_t *p, __m512i w[4]) {
+    __m512i l = _mm512_loadu_si512(p);
+    __asm__("" : "+v"(l)); /* one load (see q4kp_load) */
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    for (int k = 0; k < 4; k++) {
+        const __m512i q = _mm512_and_si512(k ? _mm512_srli_epi64(l, 2 * k) : l, m3);
+        w[k] = _mm512_mask_add_epi8(q, (__mmask64)load_u64(p + Q3KP_HB + 8 * k), q, four);
+    }
+}
+
+static inline __attribute__((always_inline)) void unpack_q3_Kp(const uint8_t *row, int64_t s,
+                                                               struct unpacked *u) {
+    const uint8_t *p = row + (size_t)s * sizeof(struct pl_block_q3_K);
+    q3kp_lanes(p, u->w);
+    uint16_t d;
+    memcpy(&d, p + Q3KP_D, sizeof(d));
+    u->d = h2f(d);
+    u->dmin = 0.0f;
+    u->scale = _mm512_castsi512_ps(q3kp_scales(p));
+    u->mn = _mm512_setzero_ps();
+}
+
+static void repack_q3_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+    const struct pl_block_q3_K *b = (const struct pl_block_q3_K *)(const void *)src;
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    for (int64_t s = 0; s < n / 256; s++) {
+        struct unpacked u;
+        unpack_q3_K(src, s, &u);
+        uint8_t *p = dst + (size_t)s * sizeof(struct pl_block_q3_K);
+        __m512i l = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            /* values < 4: shifting a qword left by 2k moves none into the next byte */
+            l = _mm512_or_si512(l, _mm512_slli_epi64(_mm512_and_si512(u.w[k], m3), 2 * k));
+            const uint64_t hb = _mm512_test_epi8_mask(u.w[k], four);
+            memcpy(p + Q3KP_HB + 8 * k, &hb, sizeof(hb));
+        }
+        _mm512_storeu_si512(p, l);
+        uint64_t lo = 0, hi = 0;
+        for (int j = 0; j < 8; j++) {
+            lo |= (uint64_t)pl_q3k_scale(j, b[s].scales) << 6 * j;
+            hi |= (uint64_t)pl_q3k_scale(8 + j, b[s].scales) << 6 * j;
+        }
+        const uint64_t w0 = lo | hi << 48;
+        const uint32_t w1 = (uint32_t)(hi >> 16);
+        memcpy(p + Q3KP_SC, &w0, sizeof(w0));
+        memcpy(p + Q3KP_SC + 8, &w1, sizeof(w1));
+        memcpy(p + Q3KP_D, &b[s].d, sizeof(b[s].d));
     }
 }
 
@@ -973,6 +1075,8 @@ DEFINE_ROWS(rows_q8_0, unpack_q8_0, 8, 1, 7)
 DEFINE_ROWS8(rows8_q4_K, unpack_q4_K, 8, 0, 0)
 DEFINE_ROWS(rows_q5_K, unpack_q5_K, 8, 0, 0)
 DEFINE_ROWS8(rows8_q5_K, unpack_q5_K, 8, 0, 0)
+DEFINE_ROWS(rows_q3_K, unpack_q3_K, 16, 0, 2)
+DEFINE_ROWS8(rows8_q3_K, unpack_q3_K, 16, 0, 2)
 DEFINE_ROWS8(rows8_q6_K, unpack_q6_K, 16, 0, 5)
 DEFINE_ROWS8(rows8_q4_0, unpack_q4_0, 8, 1, 3)
 DEFINE_ROWS8(rows8_q8_0, unpack_q8_0, 8, 1, 7)
@@ -1286,10 +1390,34 @@ static inline TARGET_GV __attribute__((always_inline)) void q6kp_load(const uint
     u->sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + PL_Q6KP_SC)));
 }
 
+/* Packed Q3_K, for the same kernels (q3 set below): its scales by one multishift. */
+static inline TARGET_GV __attribute__((always_inline)) void q3kp_load(const uint8_t *p,
+                                                                      struct q6kp_w *u) {
+    q3kp_lanes(p, u->w);
+    /* lanes 2q, 2q + 1 (bytes 0 and 4 of qword q): fields 2q mod 8 and 2q + 1 mod 8 of the
+     * stream's bits 0..47 (q < 4: scales 0..7) or of its bits 48..95 (q >= 4: scales 8..15) */
+    const __m512i ctl =
+        _mm512_set_epi64(42ll << 32 | 36, 30ll << 32 | 24, 18ll << 32 | 12, 6ll << 32 | 0,
+                         42ll << 32 | 36, 30ll << 32 | 24, 18ll << 32 | 12, 6ll << 32 | 0);
+    const __m512i x =
+        _mm512_inserti64x4(_mm512_set1_epi64((long long)load_u64(p + Q3KP_SC)),
+                           _mm256_set1_epi64x((long long)load_u64(p + Q3KP_SC + 6)), 1);
+    u->sc = _mm512_sub_epi32(
+        _mm512_and_si512(_mm512_maskz_multishift_epi64_epi8(0x1111111111111111ull, ctl, x),
+                         _mm512_set1_epi32(63)),
+        _mm512_set1_epi32(32));
+}
+
+/* Q6_K (q3 = 0) or Q3_K (q3 = 1, a constant after inlining): super-block bytes, d's offset,
+ * and the weights' offset (32 or 4) as a shift. */
+#define K6_SB(q3) ((q3) ? sizeof(struct pl_block_q3_K) : sizeof(struct pl_block_q6_K))
+#define K6_D(q3) ((q3) ? Q3KP_D : PL_Q6KP_D)
+#define K6_OFF(q3) ((q3) ? 2 : 5)
+
 /* The 16 lanes that sum to isum, of a loaded super-block and the decode vector's (q, ns). */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
-q6kp_dot(const struct q6kp_w *u, const int8_t *q, const int32_t *ns) {
-    __m512i pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_loadu_si512(ns), 5), u->w[0],
+q6kp_dot(const struct q6kp_w *u, const int8_t *q, const int32_t *ns, int q3) {
+    __m512i pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_loadu_si512(ns), K6_OFF(q3)), u->w[0],
                                      _mm512_load_si512(q));
     __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->w[2], _mm512_load_si512(q + 128));
     pa = _mm512_dpbusd_epi32(pa, u->w[1], _mm512_load_si512(q + 64));
@@ -1306,20 +1434,25 @@ q6kp_reduce4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
 
 /* Super-block s of packed row w: its lanes, and da x d into *dd. */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
-q6kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd) {
-    const uint8_t *p = w + (size_t)s * sizeof(struct pl_block_q6_K);
+q6kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd, int q3) {
+    const uint8_t *p = w + (size_t)s * K6_SB(q3);
     uint16_t d;
-    memcpy(&d, p + PL_Q6KP_D, sizeof(d));
+    memcpy(&d, p + K6_D(q3), sizeof(d));
     *dd = h2f(d) * *pl_mm_lay_da(v, n, 1, s, 0);
     struct q6kp_w u;
-    q6kp_load(p, &u);
-    return q6kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
+    if (q3)
+        q3kp_load(p, &u);
+    else
+        q6kp_load(p, &u);
+    return q6kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0), q3);
 }
 
-static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                                const uint8_t *vec, float *out) {
+static inline TARGET_GV __attribute__((always_inline)) void
+k6_vec(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *vec,
+       float *out, int q3) {
     const int64_t n_sb = n / 256;
-    const size_t sb = sizeof(struct pl_block_q6_K);
+    const size_t sb = K6_SB(q3);
+    const int lines = (int)((sb + 63) / 64);
     uint8_t *v = (uint8_t *)(uintptr_t)vec;
     const __m512i zero = _mm512_setzero_si512();
     for (uint32_t r = 0; r < n_rows; r++) {
@@ -1335,20 +1468,20 @@ static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
                  * of 4 (2 threads: 3) alternating runs, memory / read loop 0.69 -> 0.87 (2
                  * threads 0.76 -> 0.93), L2-sized matrix 64 -> 71 GB/s. The same for Q4_K's
                  * groups measured worse there (0.92 -> 0.87). */
-                pf_step(row, s0, sb, 4);
-                z0 = q6kp_sb(row, v, n, s0, &dd[0]);
-                pf_step(row, s0 + 1, sb, 4);
-                z1 = q6kp_sb(row, v, n, s0 + 1, &dd[1]);
-                pf_step(row, s0 + 2, sb, 4);
-                z2 = q6kp_sb(row, v, n, s0 + 2, &dd[2]);
-                pf_step(row, s0 + 3, sb, 4);
-                z3 = q6kp_sb(row, v, n, s0 + 3, &dd[3]);
+                pf_step(row, s0, sb, lines);
+                z0 = q6kp_sb(row, v, n, s0, &dd[0], q3);
+                pf_step(row, s0 + 1, sb, lines);
+                z1 = q6kp_sb(row, v, n, s0 + 1, &dd[1], q3);
+                pf_step(row, s0 + 2, sb, lines);
+                z2 = q6kp_sb(row, v, n, s0 + 2, &dd[2], q3);
+                pf_step(row, s0 + 3, sb, lines);
+                z3 = q6kp_sb(row, v, n, s0 + 3, &dd[3], q3);
             } else {
                 pf_sbs(row, s0, k, sb);
-                z0 = q6kp_sb(row, v, n, s0, &dd[0]);
-                z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1]) : zero;
-                z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2]) : zero;
-                z3 = k > 3 ? q6kp_sb(row, v, n, s0 + 3, &dd[3]) : zero;
+                z0 = q6kp_sb(row, v, n, s0, &dd[0], q3);
+                z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1], q3) : zero;
+                z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2], q3) : zero;
+                z3 = k > 3 ? q6kp_sb(row, v, n, s0 + 3, &dd[3], q3) : zero;
             }
             const __m128 x =
                 _mm512_castps512_ps128(_mm512_cvtepi32_ps(q6kp_reduce4(z0, z1, z2, z3)));
@@ -1360,13 +1493,23 @@ static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, u
     }
 }
 
+static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    k6_vec(n, w, row_bytes, n_rows, vec, out, 0);
+}
+
+static TARGET_GV void vec_q3_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    k6_vec(n, w, row_bytes, n_rows, vec, out, 1);
+}
+
 /* NT decode vectors: each super-block loaded once for all; per vector vec_q6_Kp's
  * operations (bit-identical results). */
 static inline TARGET_GV __attribute__((always_inline)) void
-q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
-       float *const *out, const int NT) {
+k6_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
+     float *const *out, const int NT, int q3) {
     const int64_t n_sb = n / 256;
-    const size_t sb = sizeof(struct pl_block_q6_K);
+    const size_t sb = K6_SB(q3);
     uint8_t *v[PL_QUANT_DOTN_MAX];
     for (int t = 0; t < NT; t++)
         v[t] = (uint8_t *)(uintptr_t)vec[t];
@@ -1388,13 +1531,16 @@ q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
                 }
                 const uint8_t *p = row + (size_t)(s0 + i) * sb;
                 uint16_t dh;
-                memcpy(&dh, p + PL_Q6KP_D, sizeof(dh));
+                memcpy(&dh, p + K6_D(q3), sizeof(dh));
                 d[i] = h2f(dh);
                 struct q6kp_w u;
-                q6kp_load(p, &u);
+                if (q3)
+                    q3kp_load(p, &u);
+                else
+                    q6kp_load(p, &u);
                 for (int t = 0; t < NT; t++)
                     z[t][i] = q6kp_dot(&u, pl_mm_lay_qs(v[t], n, 1, s0 + i, 0, 0),
-                                       pl_mm_lay_ns(v[t], n, 1, s0 + i, 0));
+                                       pl_mm_lay_ns(v[t], n, 1, s0 + i, 0), q3);
             }
             for (int t = 0; t < NT; t++) {
                 const __m128 x = _mm512_castps512_ps128(
@@ -1410,10 +1556,17 @@ q6kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uin
     }
 }
 
+#define q6kp_n(n, w, row_bytes, n_rows, vec, out, NT) k6_n(n, w, row_bytes, n_rows, vec, out, NT, 0)
+#define q3kp_n(n, w, row_bytes, n_rows, vec, out, NT) k6_n(n, w, row_bytes, n_rows, vec, out, NT, 1)
 DEFINE_NT_DISPATCH(TARGET_GV, vec_q6_Kpn, q6kp_n)
+DEFINE_NT_DISPATCH(TARGET_GV, vec_q3_Kpn, q3kp_n)
+#undef q6kp_n
+#undef q3kp_n
 
 DEFINE_ROWS(rows_q6_Kp, unpack_q6_Kp, 16, 0, 5)
 DEFINE_ROWS8(rows8_q6_Kp, unpack_q6_Kp, 16, 0, 5)
+DEFINE_ROWS(rows_q3_Kp, unpack_q3_Kp, 16, 0, 2)
+DEFINE_ROWS8(rows8_q3_Kp, unpack_q3_Kp, 16, 0, 2)
 
 /* Q4_K without GFNI/VBMI decodes through quant_avx512.c's per-row dot product, which was
  * faster than a decode vector kernel on the GGUF layout. */
@@ -1427,6 +1580,17 @@ static const struct pl_mm_tile_kernel k_q4_Kp = {
 static const struct pl_mm_tile_kernel k_q4_K_gv = {
     PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_K, NULL,     rows8_q4_K,
     PL_MM_ROWS,        NULL, NULL,         0,         &k_q4_Kp, repack_q4_K};
+/* Q3_K: prefill tiles; decode through quant_avx512.c's per-row dot product. */
+static const struct pl_mm_tile_kernel k_q3_K = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q3_K, NULL, rows8_q3_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
+/* With GFNI and VBMI: repacked at load, decoded by vec_q3_Kp / vec_q3_Kpn. */
+static const struct pl_mm_tile_kernel k_q3_Kp = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q3_Kp, vec_q3_Kp, rows8_q3_Kp,
+    PL_MM_ROWS,        NULL, vec_q3_Kpn,   0,          NULL,      NULL};
+static const struct pl_mm_tile_kernel k_q3_K_gv = {
+    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q3_K, NULL,     rows8_q3_K,
+    PL_MM_ROWS,        NULL, NULL,         0,         &k_q3_Kp, repack_q3_K};
 /* Q5_K: prefill tiles; decode through quant_avx512.c's per-row dot product. */
 static const struct pl_mm_tile_kernel k_q5_K = {
     PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_K, NULL, rows8_q5_K,
@@ -1480,6 +1644,8 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {
     case PL_GGML_TYPE_Q4_K:
         return have_gv() && repack_q4_K_here() ? &k_q4_K_gv : &k_q4_K;
+    case PL_GGML_TYPE_Q3_K:
+        return have_gv() ? &k_q3_K_gv : &k_q3_K;
     case PL_GGML_TYPE_Q5_K:
         return have_gv() ? &k_q5_K_gv : &k_q5_K;
     case PL_GGML_TYPE_Q6_K:

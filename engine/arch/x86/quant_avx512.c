@@ -964,7 +964,8 @@ static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restric
                                  _mm512_permutexvar_epi16(P.idx[2 * h + s / 2], sc16));
             }
         }
-        sum += (h2f(a[i].d) * b[i].d) * (float)_mm512_reduce_add_epi32(acc);
+        /* batch-invariant (matmul.h): one fused step per super-block, as Q6_K */
+        sum = fmaf(h2f(a[i].d) * b[i].d, (float)_mm512_reduce_add_epi32(acc), sum);
     }
     return sum;
 }

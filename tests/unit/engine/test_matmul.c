@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the matmul drivers (engine/src/matmul.c) and the tiled kernels they call
  * (engine/arch/x86/matmul_avx512.c on CPUs with AVX-512 VNNI): pl_matmul_rows() and
- * pl_matmul_swiglu_rows() on random Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights, through the tiled
- * prefill kernels (several tiles, a partial last tile, more than one block of tiles, rows
+ * pl_matmul_swiglu_rows() on random Q4_0, Q8_0, Q3_K, Q4_K, Q5_K and Q6_K weights, through the
+ * tiled prefill kernels (several tiles, a partial last tile, more than one block of tiles, rows
  * that are not a multiple of the kernel's row group, rows longer than one unpacked chunk),
  * the decode vectors (fewer than PL_MM_MIN_TILED_TOK tokens) and the per-row dot products,
  * each compared with a double-precision product of the dequantized weights and quantized
@@ -182,8 +182,8 @@ static const struct shape k_shapes[] = {
     {512, 290, 3, 9},  /* the same for three tokens */
 };
 
-static const uint32_t k_types[] = {PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q4_K,
-                                   PL_GGML_TYPE_Q5_K, PL_GGML_TYPE_Q6_K};
+static const uint32_t k_types[] = {PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0, PL_GGML_TYPE_Q3_K,
+                                   PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q5_K, PL_GGML_TYPE_Q6_K};
 
 /* a's tokens in one layout of `slots` slots for kernel tk (the rest cleared), as an act for
  * the weight w; *ret_lay: the buffer to free. */
