@@ -186,7 +186,8 @@ static inline void unpack_q5_K(const uint8_t *row, int64_t s, struct unpacked *u
 static inline void unpack_q3_K(const uint8_t *row, int64_t s, struct unpacked *u) {
     const struct pl_block_q3_K *b = (const struct pl_block_q3_K *)(const void *)row + s;
     const __m512i qs = _mm512_loadu_si512(b->qs);
-    const __m512i hm = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b->hmask));
+    const __m512i hm =
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)b->hmask));
     const __m512i base = _mm512_set_epi32(12, 8, 12, 8, 12, 8, 12, 8, 4, 0, 4, 0, 4, 0, 4, 0);
     const __m512i lo_shift = _mm512_set_epi32(6, 6, 4, 4, 2, 2, 0, 0, 6, 6, 4, 4, 2, 2, 0, 0);
     const __m512i hi_shift = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
