@@ -443,14 +443,30 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
         }
         return;
     }
-    /* larger batches of a type without tiles: straight to out */
+    /* larger batches of a type without tiles: straight to out, PL_QUANT_DOTN_MAX tokens per
+     * vec_dotn call where the type has it (each row unpacked once for them) */
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        for (uint32_t t = 0; t < n_tok; t++) {
-            const uint8_t *x = act->xq + (size_t)t * act->stride;
-            for (uint32_t r = r0; r < r1; r++)
-                store(out + (size_t)t * out_stride + r,
-                      dot(w->n_cols, wd + (size_t)r * w->row_bytes, x), bias, r, accumulate);
+        for (uint32_t t0 = 0; t0 < n_tok; t0 += PL_QUANT_DOTN_MAX) {
+            const uint32_t nt = PL_MIN(PL_QUANT_DOTN_MAX, n_tok - t0);
+            if (w->k->vec_dotn && nt >= 2) {
+                const void *xg[PL_QUANT_DOTN_MAX];
+                for (uint32_t t = 0; t < nt; t++)
+                    xg[t] = act->xq + (size_t)(t0 + t) * act->stride;
+                for (uint32_t r = r0; r < r1; r++) {
+                    float o[PL_QUANT_DOTN_MAX];
+                    w->k->vec_dotn(w->n_cols, wd + (size_t)r * w->row_bytes, xg, nt, o);
+                    for (uint32_t t = 0; t < nt; t++)
+                        store(out + (size_t)(t0 + t) * out_stride + r, o[t], bias, r, accumulate);
+                }
+                continue;
+            }
+            for (uint32_t t = t0; t < t0 + nt; t++) {
+                const uint8_t *x = act->xq + (size_t)t * act->stride;
+                for (uint32_t r = r0; r < r1; r++)
+                    store(out + (size_t)t * out_stride + r,
+                          dot(w->n_cols, wd + (size_t)r * w->row_bytes, x), bias, r, accumulate);
+            }
         }
     }
 }
@@ -578,18 +594,40 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
         }
         return;
     }
-    /* larger batches of a type without tiles: gate products straight to out */
+    /* larger batches of a type without tiles: gate products straight to out, tokens as in
+     * pl_matmul_rows() */
     for (uint32_t r0 = r_lo; r0 < r_hi; r0 += ROW_BLOCK) {
         uint32_t r1 = PL_MIN(r0 + ROW_BLOCK, r_hi);
-        for (uint32_t t = 0; t < n_tok; t++) {
-            const uint8_t *x = act->xq + (size_t)t * act->stride;
-            float *o = out + (size_t)t * out_stride;
-            float u[ROW_BLOCK];
-            for (uint32_t r = r0; r < r1; r++) {
-                o[r] = dot(gate->n_cols, gd + (size_t)r * rb, x);
-                u[r - r0] = dot(up->n_cols, ud + (size_t)r * rb, x);
+        for (uint32_t t0 = 0; t0 < n_tok; t0 += PL_QUANT_DOTN_MAX) {
+            const uint32_t nt = PL_MIN(PL_QUANT_DOTN_MAX, n_tok - t0);
+            float u[PL_QUANT_DOTN_MAX][ROW_BLOCK];
+            if (gate->k->vec_dotn && nt >= 2) {
+                const void *xg[PL_QUANT_DOTN_MAX];
+                for (uint32_t t = 0; t < nt; t++)
+                    xg[t] = act->xq + (size_t)(t0 + t) * act->stride;
+                for (uint32_t r = r0; r < r1; r++) {
+                    float g[PL_QUANT_DOTN_MAX], uu[PL_QUANT_DOTN_MAX];
+                    gate->k->vec_dotn(gate->n_cols, gd + (size_t)r * rb, xg, nt, g);
+                    up->k->vec_dotn(up->n_cols, ud + (size_t)r * rb, xg, nt, uu);
+                    for (uint32_t t = 0; t < nt; t++) {
+                        out[(size_t)(t0 + t) * out_stride + r] = g[t];
+                        u[t][r - r0] = uu[t];
+                    }
+                }
+            } else {
+                for (uint32_t t = 0; t < nt; t++) {
+                    const uint8_t *x = act->xq + (size_t)(t0 + t) * act->stride;
+                    float *o = out + (size_t)(t0 + t) * out_stride;
+                    for (uint32_t r = r0; r < r1; r++) {
+                        o[r] = dot(gate->n_cols, gd + (size_t)r * rb, x);
+                        u[t][r - r0] = dot(up->n_cols, ud + (size_t)r * rb, x);
+                    }
+                }
             }
-            pl_mm_swiglu(o + r0, o + r0, u, r1 - r0);
+            for (uint32_t t = 0; t < nt; t++) {
+                float *o = out + (size_t)(t0 + t) * out_stride;
+                pl_mm_swiglu(o + r0, o + r0, u[t], r1 - r0);
+            }
         }
     }
 }

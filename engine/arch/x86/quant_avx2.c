@@ -525,85 +525,87 @@ static inline float q45_K_finish(uint16_t d16, uint16_t dmin16, float bd, __m256
     return d * (float)hsum_epi32(acc) - dmin * (float)summ;
 }
 
-static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
+/* The K-quant row kernels below take NT tokens (1 .. PL_QUANT_DOTN_MAX, a constant after
+ * inlining) against one weight row: the weights' unpacking, which costs about as much as a
+ * token's multiply-adds, is done once per super-block for all of them, and per token the
+ * operations are the same in the same order, so vec_dot (NT = 1) and vec_dotn give a token
+ * the same bits. A prompt's rows without tiles, and the decode step of several sessions,
+ * take the tokens 8 at a time (matmul.c). */
+#define K_NT_BEGIN(BT)                                                                             \
+    const struct BT *b[PL_QUANT_DOTN_MAX];                                                         \
+    float sum[PL_QUANT_DOTN_MAX];                                                                  \
+    for (int t = 0; t < NT; t++) {                                                                 \
+        b[t] = x[t];                                                                               \
+        sum[t] = 0.0f;                                                                             \
+    }                                                                                              \
+    assert(n % PL_QK_K == 0)
+#define K_NT_END                                                                                   \
+    for (int t = 0; t < NT; t++)                                                                   \
+    out[t] = sum[t]
+
+/* Q4_K (q5 = 0) or Q5_K (q5 = 1, its fifth bits from qh). */
+static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void *restrict w,
+                                                          const void *const *x, float *out,
+                                                          const int NT, const int q5) {
+    const uint8_t *a = w;
+    const size_t bb = q5 ? sizeof(struct pl_block_q5_K) : sizeof(struct pl_block_q4_K);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    K_NT_BEGIN(pl_block_q8_K);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        pf(&a[i], 3);
+        const uint8_t *blk = a + (size_t)i * bb;
+        /* d, dmin and the 12 scale bytes lead both layouts; Q5_K's qh, then qs, follow */
+        const uint16_t *dd = (const uint16_t *)(const void *)blk;
+        const uint8_t *qs = blk + 16 + (q5 ? 32 : 0);
+        pf(blk, 3);
         uint64_t sc8, m8;
-        pl_q4k_scales_mins8(a[i].scales, &sc8, &m8);
+        pl_q4k_scales_mins8(blk + 4, &sc8, &m8);
         __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
         __m256i sc = _mm256_broadcastsi128_si256(sc16);
-        __m256i acc = _mm256_setzero_si256();
+        __m256i qh = q5 ? load256(blk + 16) : _mm256_setzero_si256();
+        __m256i acc[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm256_setzero_si256();
         for (int g = 0; g < 4; g++) {
-            __m256i q = load256(a[i].qs + 32 * g);
+            __m256i q = load256(qs + 32 * g);
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) {
+                /* bit 2g of qh[l] -> bit 4 of the low quant, bit 2g+1 -> of the high one */
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
             __m256i s_lo =
                 _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
             __m256i s_hi =
                 _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
-            __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * g));
-            __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * g + 32));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, s_lo));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, s_hi));
+            for (int t = 0; t < NT; t++) {
+                __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[t][i].qs + 64 * g));
+                __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[t][i].qs + 64 * g + 32));
+                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_lo, s_lo));
+                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_hi, s_hi));
+            }
         }
-        sum += q45_K_finish(a[i].d, a[i].dmin, b[i].d, acc, q4k_summ(m8, b[i].bsums));
+        for (int t = 0; t < NT; t++)
+            sum[t] += q45_K_finish(dd[0], dd[1], b[t][i].d, acc[t], q4k_summ(m8, b[t][i].bsums));
     }
-    return sum;
+    K_NT_END;
 }
 
-static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q5_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        pf(&a[i], 3);
-        uint64_t sc8, m8;
-        pl_q4k_scales_mins8(a[i].scales, &sc8, &m8);
-        __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
-        __m256i sc = _mm256_broadcastsi128_si256(sc16);
-        __m256i qh = load256(a[i].qh);
-        __m256i acc = _mm256_setzero_si256();
-        for (int g = 0; g < 4; g++) {
-            __m256i q = load256(a[i].qs + 32 * g);
-            /* bit 2g of qh[l] -> bit 4 of the low quant, bit 2g+1 -> of the high one */
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
-                                         _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                         _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
-            qh = _mm256_srli_epi16(qh, 2);
-            __m256i s_lo =
-                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
-            __m256i s_hi =
-                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
-            __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * g));
-            __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * g + 32));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, s_lo));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, s_hi));
-        }
-        sum += q45_K_finish(a[i].d, a[i].dmin, b[i].d, acc, q4k_summ(m8, b[i].bsums));
-    }
-    return sum;
-}
-
-static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restrict x) {
+static inline __attribute__((always_inline)) void
+q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q6_K *a = w;
-    const struct pl_block_q8_K *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
+    K_NT_BEGIN(pl_block_q8_K);
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 4);
         __m256i sc16 = _mm256_cvtepi8_epi16(load128(a[i].scales));
+        __m256i acc[PL_QUANT_DOTN_MAX];
         /* q = 6 bits (0..63), value q - 32: the -32 goes through bsums */
-        __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[i].bsums)), 5);
-        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[t][i].bsums)), 5));
         for (int h = 0; h < 2; h++) {
             __m256i l0 = load256(a[i].ql + 64 * h), l1 = load256(a[i].ql + 64 * h + 32);
             __m256i qh = load256(a[i].qh + 32 * h);
@@ -618,14 +620,76 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
                                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
             for (int s = 0; s < 4; s++) {
                 int k = 4 * h + s;
-                __m256i p = _mm256_maddubs_epi16(u[s], load256(b[i].qs + 32 * k));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(sc16, k)));
+                const __m256i cs = chunk_scales(sc16, k);
+                for (int t = 0; t < NT; t++) {
+                    __m256i p = _mm256_maddubs_epi16(u[s], load256(b[t][i].qs + 32 * k));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, cs));
+                }
             }
         }
-        sum += (h2f(a[i].d) * b[i].d) * (float)hsum_epi32(acc);
+        const float d = h2f(a[i].d);
+        for (int t = 0; t < NT; t++)
+            sum[t] += (d * b[t][i].d) * (float)hsum_epi32(acc[t]);
     }
-    return sum;
+    K_NT_END;
 }
+
+static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const void *x1 = x;
+    float r;
+    q45_K_n(n, w, &x1, &r, 1, 0);
+    return r;
+}
+
+static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const void *x1 = x;
+    float r;
+    q45_K_n(n, w, &x1, &r, 1, 1);
+    return r;
+}
+
+static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const void *x1 = x;
+    float r;
+    q6_K_n(n, w, &x1, &r, 1);
+    return r;
+}
+
+/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
+#define DEFINE_DOTN(name, call)                                                                    \
+    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
+                     float *out) {                                                                 \
+        switch (nx) {                                                                              \
+        case 8:                                                                                    \
+            call(8);                                                                               \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            call(7);                                                                               \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            call(6);                                                                               \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            call(5);                                                                               \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            call(4);                                                                               \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            call(3);                                                                               \
+            break;                                                                                 \
+        default:                                                                                   \
+            call(2);                                                                               \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
+#define Q4K_NT(NT) q45_K_n(n, w, x, out, NT, 0)
+#define Q5K_NT(NT) q45_K_n(n, w, x, out, NT, 1)
+#define Q6K_NT(NT) q6_K_n(n, w, x, out, NT)
+DEFINE_DOTN(vec_dotn_q4_K, Q4K_NT)
+DEFINE_DOTN(vec_dotn_q5_K, Q5K_NT)
+DEFINE_DOTN(vec_dotn_q6_K, Q6K_NT)
 
 /* ---- The table ---- */
 
@@ -646,7 +710,10 @@ void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
     table[PL_GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K;
     table[PL_GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K;
+    table[PL_GGML_TYPE_Q4_K].vec_dotn = vec_dotn_q4_K;
     table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;
+    table[PL_GGML_TYPE_Q5_K].vec_dotn = vec_dotn_q5_K;
     table[PL_GGML_TYPE_Q6_K].vec_dot = vec_dot_q6_K;
+    table[PL_GGML_TYPE_Q6_K].vec_dotn = vec_dotn_q6_K;
     table[PL_GGML_TYPE_Q8_K].from_f32 = q8_K_from_f32;
 }
