@@ -1569,50 +1569,24 @@ DEFINE_ROWS8(rows8_q6_Kp, unpack_q6_Kp, 16, 0, 5)
 DEFINE_ROWS(rows_q3_Kp, unpack_q3_Kp, 16, 0, 2)
 DEFINE_ROWS8(rows8_q3_Kp, unpack_q3_Kp, 16, 0, 2)
 
-/* Q4_K without GFNI/VBMI decodes through quant_avx512.c's per-row dot product, which was
- * faster than a decode vector kernel on the GGUF layout. */
-static const struct pl_mm_tile_kernel k_q4_K = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_K, NULL, rows8_q4_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
-/* With GFNI and VBMI: weights repacked at load, decoded by vec_q4_Kp / vec_q4_Kpn. */
-static const struct pl_mm_tile_kernel k_q4_Kp = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_Kp, vec_q4_Kp, rows8_q4_Kp,
-    PL_MM_ROWS,        NULL, vec_q4_Kpn,   0,          NULL,      NULL};
-static const struct pl_mm_tile_kernel k_q4_K_gv = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q4_K, NULL,     rows8_q4_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         &k_q4_Kp, repack_q4_K};
-/* Q3_K: prefill tiles; decode through quant_avx512.c's per-row dot product. */
-static const struct pl_mm_tile_kernel k_q3_K = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q3_K, NULL, rows8_q3_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
-/* With GFNI and VBMI: repacked at load, decoded by vec_q3_Kp / vec_q3_Kpn. */
-static const struct pl_mm_tile_kernel k_q3_Kp = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q3_Kp, vec_q3_Kp, rows8_q3_Kp,
-    PL_MM_ROWS,        NULL, vec_q3_Kpn,   0,          NULL,      NULL};
-static const struct pl_mm_tile_kernel k_q3_K_gv = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q3_K, NULL,     rows8_q3_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         &k_q3_Kp, repack_q3_K};
-/* Q5_K: prefill tiles; decode through quant_avx512.c's per-row dot product. */
-static const struct pl_mm_tile_kernel k_q5_K = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_K, NULL, rows8_q5_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
-/* With GFNI and VBMI: repacked at load, decoded by vec_q5_Kp / vec_q5_Kpn. */
-static const struct pl_mm_tile_kernel k_q5_Kp = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_Kp, vec_q5_Kp, rows8_q5_Kp,
-    PL_MM_ROWS,        NULL, vec_q5_Kpn,   0,          NULL,      NULL};
-static const struct pl_mm_tile_kernel k_q5_K_gv = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q8_K_32, rows_q5_K, NULL,     rows8_q5_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         &k_q5_Kp, repack_q5_K};
-static const struct pl_mm_tile_kernel k_q6_K = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_K, NULL, rows8_q6_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         NULL, NULL};
-/* With GFNI and VBMI: repacked at load, decoded by vec_q6_Kp / vec_q6_Kpn. */
-static const struct pl_mm_tile_kernel k_q6_Kp = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_Kp, vec_q6_Kp, rows8_q6_Kp,
-    PL_MM_ROWS,        NULL, vec_q6_Kpn,   0,          NULL,      NULL};
-static const struct pl_mm_tile_kernel k_q6_K_gv = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q8_K_16, rows_q6_K, NULL,     rows8_q6_K,
-    PL_MM_ROWS,        NULL, NULL,         0,         &k_q6_Kp, repack_q6_K};
+/* A K-quant's kernels: k_T, tiles over the GGUF layout with decode through quant_avx512.c's
+ * per-row dot product (for Q4_K faster than a decode vector kernel on the GGUF layout); with
+ * GFNI and VBMI, k_T_gv, whose weights are repacked at load (repack_T) into the layout of
+ * k_Tp, decoded by vec_Tp / vec_Tpn. */
+#define DEFINE_KQ_KERNELS(T, layout, prep)                                                         \
+    static const struct pl_mm_tile_kernel k_##T = {                                                \
+        PL_GGML_TYPE_Q8_K, layout, prep, rows_##T, NULL, rows8_##T,                                \
+        PL_MM_ROWS,        NULL,   NULL, 0,        NULL, NULL};                                    \
+    static const struct pl_mm_tile_kernel k_##T##p = {                                             \
+        PL_GGML_TYPE_Q8_K, layout, prep,        rows_##T##p, vec_##T##p, rows8_##T##p,             \
+        PL_MM_ROWS,        NULL,   vec_##T##pn, 0,           NULL,       NULL};                    \
+    static const struct pl_mm_tile_kernel k_##T##_gv = {                                           \
+        PL_GGML_TYPE_Q8_K, layout, prep, rows_##T, NULL,      rows8_##T,                           \
+        PL_MM_ROWS,        NULL,   NULL, 0,        &k_##T##p, repack_##T};
+DEFINE_KQ_KERNELS(q3_K, 16, prep_q8_K_16)
+DEFINE_KQ_KERNELS(q4_K, 32, prep_q8_K_32)
+DEFINE_KQ_KERNELS(q5_K, 32, prep_q8_K_32)
+DEFINE_KQ_KERNELS(q6_K, 16, prep_q8_K_16)
 static const struct pl_mm_tile_kernel k_q4_0p = {
     PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p,
     PL_MM_ROWS,        NULL, vec_q4_0pn,   0,          NULL,      NULL};
