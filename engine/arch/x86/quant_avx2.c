@@ -447,84 +447,6 @@ static inline __m256i crumbs(__m256i q, int s) {
     return _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(3));
 }
 
-static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q2_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        pf(&a[i], 2);
-        __m128i raw = load128(a[i].scales);
-        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
-        __m256i m16 =
-            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
-        int32_t summ = hsum_epi32(_mm256_madd_epi16(m16, load256(b[i].bsums)));
-        __m256i acc = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i q = load256(a[i].qs + 32 * h);
-            for (int s = 0; s < 4; s++) {
-                int k = 4 * h + s;
-                __m256i p = _mm256_maddubs_epi16(crumbs(q, s), load256(b[i].qs + 32 * k));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(sc16, k)));
-            }
-        }
-        float dall = b[i].d * h2f(a[i].d), dmin = b[i].d * h2f(a[i].dmin);
-        sum += dall * (float)hsum_epi32(acc) - dmin * (float)summ;
-    }
-    return sum;
-}
-
-/* The 16 signed 6-bit scales of a Q3_K block (stored value - 32), as int8. */
-static inline __m128i q3k_scales(const uint8_t *s) {
-    uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
-    const uint32_t m4 = 0x0F0F0F0F, m2 = 0x03030303;
-    __m128i v = _mm_setr_epi32((int)((w0 & m4) | ((w2 & m2) << 4)),
-                               (int)((w1 & m4) | (((w2 >> 2) & m2) << 4)),
-                               (int)(((w0 >> 4) & m4) | (((w2 >> 4) & m2) << 4)),
-                               (int)(((w1 >> 4) & m4) | (((w2 >> 6) & m2) << 4)));
-    return _mm_sub_epi8(v, _mm_set1_epi8(32));
-}
-
-static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q3_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        pf(&a[i], 2);
-        __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(a[i].scales));
-        /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
-        __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[i].bsums)), 2);
-        acc = _mm256_sub_epi32(_mm256_setzero_si256(), acc);
-        __m256i hm = load256(a[i].hmask);
-        for (int h = 0; h < 2; h++) {
-            __m256i q = load256(a[i].qs + 32 * h);
-            for (int s = 0; s < 4; s++) {
-                int k = 4 * h + s;
-                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, k), _mm256_set1_epi8(1));
-                __m256i u = _mm256_or_si256(crumbs(q, s), _mm256_slli_epi16(hb, 2));
-                __m256i p = _mm256_maddubs_epi16(u, load256(b[i].qs + 32 * k));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(sc16, k)));
-            }
-        }
-        sum += (h2f(a[i].d) * b[i].d) * (float)hsum_epi32(acc);
-    }
-    return sum;
-}
-
-/* sum_j m[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int32_t q4k_summ(uint64_t m8, const int16_t *bsums) {
-    __m128i bs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
-    return hsum_epi32_128(_mm_madd_epi16(bs, m16));
-}
-
-static inline float q45_K_finish(uint16_t d16, uint16_t dmin16, float bd, __m256i acc,
-                                 int32_t summ) {
-    float d = h2f(d16) * bd, dmin = h2f(dmin16) * bd;
-    return d * (float)hsum_epi32(acc) - dmin * (float)summ;
-}
-
 /* The K-quant row kernels below take NT tokens (1 .. PL_QUANT_DOTN_MAX, a constant after
  * inlining) against one weight row: the weights' unpacking, which costs about as much as a
  * token's multiply-adds, is done once per super-block for all of them, and per token the
@@ -542,6 +464,141 @@ static inline float q45_K_finish(uint16_t d16, uint16_t dmin16, float bd, __m256
 #define K_NT_END                                                                                   \
     for (int t = 0; t < NT; t++)                                                                   \
     out[t] = sum[t]
+
+/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
+#define DEFINE_DOTN(name, call)                                                                    \
+    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
+                     float *out) {                                                                 \
+        switch (nx) {                                                                              \
+        case 8:                                                                                    \
+            call(8);                                                                               \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            call(7);                                                                               \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            call(6);                                                                               \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            call(5);                                                                               \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            call(4);                                                                               \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            call(3);                                                                               \
+            break;                                                                                 \
+        default:                                                                                   \
+            call(2);                                                                               \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
+static inline __attribute__((always_inline)) void
+q2_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
+    const struct pl_block_q2_K *a = w;
+    K_NT_BEGIN(pl_block_q8_K);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 2);
+        __m128i raw = load128(a[i].scales);
+        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        __m256i m16 =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        __m256i acc[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q = load256(a[i].qs + 32 * h);
+            for (int s = 0; s < 4; s++) {
+                int k = 4 * h + s;
+                const __m256i u = crumbs(q, s), cs = chunk_scales(sc16, k);
+                for (int t = 0; t < NT; t++) {
+                    __m256i p = _mm256_maddubs_epi16(u, load256(b[t][i].qs + 32 * k));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, cs));
+                }
+            }
+        }
+        const float d = h2f(a[i].d), dm = h2f(a[i].dmin);
+        for (int t = 0; t < NT; t++) {
+            int32_t summ = hsum_epi32(_mm256_madd_epi16(m16, load256(b[t][i].bsums)));
+            float dall = b[t][i].d * d, dmin = b[t][i].d * dm;
+            sum[t] += dall * (float)hsum_epi32(acc[t]) - dmin * (float)summ;
+        }
+    }
+    K_NT_END;
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block (stored value - 32), as int8. */
+static inline __m128i q3k_scales(const uint8_t *s) {
+    uint32_t w0 = load_u32(s), w1 = load_u32(s + 4), w2 = load_u32(s + 8);
+    const uint32_t m4 = 0x0F0F0F0F, m2 = 0x03030303;
+    __m128i v = _mm_setr_epi32((int)((w0 & m4) | ((w2 & m2) << 4)),
+                               (int)((w1 & m4) | (((w2 >> 2) & m2) << 4)),
+                               (int)(((w0 >> 4) & m4) | (((w2 >> 4) & m2) << 4)),
+                               (int)(((w1 >> 4) & m4) | (((w2 >> 6) & m2) << 4)));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+static inline __attribute__((always_inline)) void
+q3_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
+    const struct pl_block_q3_K *a = w;
+    K_NT_BEGIN(pl_block_q8_K);
+    for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        pf(&a[i], 2);
+        __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(a[i].scales));
+        /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
+        __m256i acc[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(b[t][i].bsums)), 2));
+        __m256i hm = load256(a[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            __m256i q = load256(a[i].qs + 32 * h);
+            for (int s = 0; s < 4; s++) {
+                int k = 4 * h + s;
+                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, k), _mm256_set1_epi8(1));
+                const __m256i u = _mm256_or_si256(crumbs(q, s), _mm256_slli_epi16(hb, 2));
+                const __m256i cs = chunk_scales(sc16, k);
+                for (int t = 0; t < NT; t++) {
+                    __m256i p = _mm256_maddubs_epi16(u, load256(b[t][i].qs + 32 * k));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, cs));
+                }
+            }
+        }
+        const float d = h2f(a[i].d);
+        for (int t = 0; t < NT; t++)
+            sum[t] += (d * b[t][i].d) * (float)hsum_epi32(acc[t]);
+    }
+    K_NT_END;
+}
+
+static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const void *x1 = x;
+    float r;
+    q2_K_n(n, w, &x1, &r, 1);
+    return r;
+}
+
+static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
+    const void *x1 = x;
+    float r;
+    q3_K_n(n, w, &x1, &r, 1);
+    return r;
+}
+
+/* sum_j m[j] * (bsums[2j] + bsums[2j+1]). */
+static inline int32_t q4k_summ(uint64_t m8, const int16_t *bsums) {
+    __m128i bs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+    return hsum_epi32_128(_mm_madd_epi16(bs, m16));
+}
+
+static inline float q45_K_finish(uint16_t d16, uint16_t dmin16, float bd, __m256i acc,
+                                 int32_t summ) {
+    float d = h2f(d16) * bd, dmin = h2f(dmin16) * bd;
+    return d * (float)hsum_epi32(acc) - dmin * (float)summ;
+}
 
 /* Q4_K (q5 = 0) or Q5_K (q5 = 1, its fifth bits from qh). */
 static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void *restrict w,
@@ -655,38 +712,13 @@ static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restric
     return r;
 }
 
-/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
-#define DEFINE_DOTN(name, call)                                                                    \
-    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
-                     float *out) {                                                                 \
-        switch (nx) {                                                                              \
-        case 8:                                                                                    \
-            call(8);                                                                               \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            call(7);                                                                               \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            call(6);                                                                               \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            call(5);                                                                               \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            call(4);                                                                               \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            call(3);                                                                               \
-            break;                                                                                 \
-        default:                                                                                   \
-            call(2);                                                                               \
-            break;                                                                                 \
-        }                                                                                          \
-    }
-_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
+#define Q2K_NT(NT) q2_K_n(n, w, x, out, NT)
+#define Q3K_NT(NT) q3_K_n(n, w, x, out, NT)
 #define Q4K_NT(NT) q45_K_n(n, w, x, out, NT, 0)
 #define Q5K_NT(NT) q45_K_n(n, w, x, out, NT, 1)
 #define Q6K_NT(NT) q6_K_n(n, w, x, out, NT)
+DEFINE_DOTN(vec_dotn_q2_K, Q2K_NT)
+DEFINE_DOTN(vec_dotn_q3_K, Q3K_NT)
 DEFINE_DOTN(vec_dotn_q4_K, Q4K_NT)
 DEFINE_DOTN(vec_dotn_q5_K, Q5K_NT)
 DEFINE_DOTN(vec_dotn_q6_K, Q6K_NT)
@@ -708,7 +740,9 @@ void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     table[PL_GGML_TYPE_Q8_0].from_f32 = q8_0_from_f32;
     table[PL_GGML_TYPE_Q8_1].from_f32 = q8_1_from_f32;
     table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
+    table[PL_GGML_TYPE_Q2_K].vec_dotn = vec_dotn_q2_K;
     table[PL_GGML_TYPE_Q3_K].vec_dot = vec_dot_q3_K;
+    table[PL_GGML_TYPE_Q3_K].vec_dotn = vec_dotn_q3_K;
     table[PL_GGML_TYPE_Q4_K].vec_dot = vec_dot_q4_K;
     table[PL_GGML_TYPE_Q4_K].vec_dotn = vec_dotn_q4_K;
     table[PL_GGML_TYPE_Q5_K].vec_dot = vec_dot_q5_K;

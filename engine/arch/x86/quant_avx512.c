@@ -1075,7 +1075,9 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     table[PL_GGML_TYPE_Q4_K].vec_dotn = have_gv ? vec_dotn_q4_K_gv : NULL;
     table[PL_GGML_TYPE_Q4_K].vec_dot_a = have_gv ? vec_dot_q4_K_gv_a : NULL;
     table[PL_GGML_TYPE_Q6_K].vec_dotn = vec_dotn_q6_K;
-    /* the table starts as quant_avx2.c's: its Q5_K vec_dotn is the twin of its own vec_dot,
-     * not of this one */
+    /* the table starts as quant_avx2.c's: its vec_dotn of these types are the twins of its
+     * own vec_dot, not of these */
+    table[PL_GGML_TYPE_Q2_K].vec_dotn = NULL;
+    table[PL_GGML_TYPE_Q3_K].vec_dotn = NULL;
     table[PL_GGML_TYPE_Q5_K].vec_dotn = NULL;
 }
