@@ -125,58 +125,56 @@ struct unpacked {
     float d, dmin; /* K-quants: the super-block's scales */
 };
 
+static inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
 static inline float h2f(uint16_t h) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
-static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u) {
-    const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
-    const __m512i q0 = _mm512_loadu_si512(b->qs), q1 = _mm512_loadu_si512(b->qs + 64);
-    const __m512i shift = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int k = 0; k < 4; k++) {
-        /* qword j: source qword 4 (j / 2) + k, low nibbles for even j, high for odd */
-        __m512i idx = _mm512_set_epi64(12 + k, 12 + k, 8 + k, 8 + k, 4 + k, 4 + k, k, k);
-        __m512i v = _mm512_permutex2var_epi64(q0, idx, q1);
-        u->w[k] = _mm512_and_si512(_mm512_srlv_epi64(v, shift), m4);
-    }
-    /* 6-bit scales and mins of the 8 sub-blocks, a byte each. */
-    uint64_t sc, mn;
-    pl_q4k_scales_mins8(b->scales, &sc, &mn);
-    const __m128 dd =
-        _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d | (uint32_t)b->dmin << 16)));
-    u->d = _mm_cvtss_f32(dd);
-    u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
-    u->scale = _mm512_castsi512_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
-    u->mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
-}
-
-/* Q5_K: unpack_q4_K's nibbles (the same qs layout) with a fifth bit: the element in byte i
- * of qword j of register k, 32j + 8k + i, takes bit j of qh[8k + i]. */
-static inline void unpack_q5_K(const uint8_t *row, int64_t s, struct unpacked *u) {
-    const struct pl_block_q5_K *b = (const struct pl_block_q5_K *)(const void *)row + s;
-    const __m512i q0 = _mm512_loadu_si512(b->qs), q1 = _mm512_loadu_si512(b->qs + 64);
+/* Q4_K (qh NULL) or Q5_K: b is the block, whose d, dmin and 12 scale bytes lead both
+ * layouts, qs its 128 nibble bytes. Register k, qword j: source qword 4 (j / 2) + k of qs, low
+ * nibbles for even j, high for odd, i.e. elements 32j + 8k + i; Q5_K's fifth bit of that
+ * element is bit j of qh[8k + i]. */
+static inline __attribute__((always_inline)) void
+unpack_q45_K(const uint8_t *b, const uint8_t *qs, const uint8_t *qh, struct unpacked *u) {
+    const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
     const __m512i shift = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0);
     const __m512i bit_j = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     for (int k = 0; k < 4; k++) {
         __m512i idx = _mm512_set_epi64(12 + k, 12 + k, 8 + k, 8 + k, 4 + k, 4 + k, k, k);
         __m512i v = _mm512_permutex2var_epi64(q0, idx, q1);
-        uint64_t qh;
-        memcpy(&qh, b->qh + 8 * k, sizeof(qh));
-        const __m512i h =
-            _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64((long long)qh), bit_j), one);
-        u->w[k] = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi64(v, shift), m4),
-                                  _mm512_slli_epi64(h, 4));
+        u->w[k] = _mm512_and_si512(_mm512_srlv_epi64(v, shift), m4);
+        if (qh) {
+            const __m512i h = _mm512_and_si512(
+                _mm512_srlv_epi64(_mm512_set1_epi64((long long)load_u64(qh + 8 * k)), bit_j), one);
+            u->w[k] = _mm512_or_si512(u->w[k], _mm512_slli_epi64(h, 4));
+        }
     }
+    /* 6-bit scales and mins of the 8 sub-blocks, a byte each. */
     uint64_t sc, mn;
-    pl_q4k_scales_mins8(b->scales, &sc, &mn);
-    const __m128 dd =
-        _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b->d | (uint32_t)b->dmin << 16)));
+    pl_q4k_scales_mins8(b + 4, &sc, &mn);
+    uint32_t d2;
+    memcpy(&d2, b, sizeof(d2));
+    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d2));
     u->d = _mm_cvtss_f32(dd);
     u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
     u->scale = _mm512_castsi512_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
     u->mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
+}
+
+static inline void unpack_q4_K(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
+    unpack_q45_K((const uint8_t *)b, b->qs, NULL, u);
+}
+
+static inline void unpack_q5_K(const uint8_t *row, int64_t s, struct unpacked *u) {
+    const struct pl_block_q5_K *b = (const struct pl_block_q5_K *)(const void *)row + s;
+    unpack_q45_K((const uint8_t *)b, b->qs, b->qh, u);
 }
 
 /* Q3_K in layout 16: byte i of lane j of register k is element e = 16j + 4k + i, i.e. half
@@ -401,12 +399,6 @@ static void repack_q8_0(int64_t n, const uint8_t *src, uint8_t *dst) {
 #define KP_SC(q5) ((q5) ? 160 : Q4KP_SC)
 #define KP_MN(q5) (KP_SC(q5) + 6)
 #define KP_D(q5) (KP_SC(q5) + 12)
-
-static inline uint64_t load_u64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
 
 /* The 8 six-bit fields at bits 6j of x, as 8 int32. */
 static inline __m256i fields6(uint64_t x) {
