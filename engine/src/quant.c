@@ -97,13 +97,16 @@ const char *pl_quant_isa(void) {
 
 /* ---- Weight-stream prefetch ---- */
 
-/* One distance: decimal, 256..65536, a multiple of 64 (whole cache lines). *end: past it. */
-static int parse_pf_bytes(const char *s, const char **end, uint32_t *out) {
+/* One distance: decimal, lo..hi (or 0 when zero_ok), a multiple of 64 (whole cache lines).
+ * *end: past it. */
+static int parse_pf_dist(const char *s, const char **end, uint32_t lo, uint32_t hi, bool zero_ok,
+                         uint32_t *out) {
     uint32_t v = 0;
     const char *p = s;
-    while (*p >= '0' && *p <= '9' && p - s < 6)
+    while (*p >= '0' && *p <= '9' && p - s < 7)
         v = v * 10u + (uint32_t)(*p++ - '0');
-    if (p == s || (*p >= '0' && *p <= '9') || v < 256 || v > 65536 || v % 64 != 0)
+    if (p == s || (*p >= '0' && *p <= '9') || v % 64 != 0 ||
+        ((v < lo || v > hi) && !(zero_ok && v == 0)))
         return -EINVAL;
     *end = p;
     *out = v;
@@ -125,9 +128,9 @@ int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
     } else {
         return -EINVAL;
     }
-    if (*p == ':' && parse_pf_bytes(p + 1, &p, &c.bytes) != 0)
+    if (*p == ':' && parse_pf_dist(p + 1, &p, 256, 65536, false, &c.bytes) != 0)
         return -EINVAL;
-    if (*p == ':' && parse_pf_bytes(p + 1, &p, &c.decode_bytes) != 0)
+    if (*p == ':' && parse_pf_dist(p + 1, &p, 256, 65536, false, &c.decode_bytes) != 0)
         return -EINVAL;
     if (*p == ':') {
         if (p[1] < '1' || p[1] > '0' + (int)PL_QUANT_STREAMS_MAX)
@@ -135,6 +138,8 @@ int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
         c.streams = (uint32_t)(p[1] - '0');
         p += 2;
     }
+    if (*p == ':' && parse_pf_dist(p + 1, &p, 256, 262144, true, &c.page_ahead) != 0)
+        return -EINVAL;
     if (*p != '\0')
         return -EINVAL;
     *out = c;
@@ -145,8 +150,8 @@ int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
 /* Elsewhere the setting is fixed: the NEON kernels' non-temporal prefetch (PICOLM_PREFETCH
  * is not read). */
 const struct pl_quant_prefetch *pl_quant_prefetch(void) {
-    static const struct pl_quant_prefetch neon = {PL_QUANT_PF_NTA, PL_QUANT_PREFETCH_BYTES,
-                                                  PL_QUANT_PREFETCH_BYTES, 1, "fixed"};
+    static const struct pl_quant_prefetch neon = {
+        PL_QUANT_PF_NTA, PL_QUANT_PREFETCH_BYTES, PL_QUANT_PREFETCH_BYTES, 1, "fixed", 0};
     return &neon;
 }
 #endif

@@ -43,15 +43,28 @@ typedef long long v8ll __attribute__((vector_size(64)));
         s ^= a0[k];                                                                                \
     return s;
 
+/* The kernels' page touch (pl_x86_pf_lines): with page_ahead set, the first line of the page
+ * page_ahead bytes past q, with locality 1 (PREFETCHT2). */
+#define PF_PAGE(q, page_ahead)                                                                     \
+    do {                                                                                           \
+        if (page_ahead)                                                                            \
+            __builtin_prefetch((q) + ((page_ahead) - (((uintptr_t)(q) + (page_ahead)) &            \
+                                                      (PL_QUANT_PAGE_BYTES - 1))),                 \
+                               0, 1);                                                              \
+    } while (0)
+
 /* Four independent XOR chains over 4 lines per iteration; with a prefetch, each iteration
- * first hints the 4 lines DIST bytes ahead, as the kernels do. DIST 0: plain loads. */
+ * first hints the 4 lines DIST bytes ahead and touches the page page_ahead past them, as the
+ * kernels do. DIST 0: plain loads (no touch either). */
 #define READ_LOOP_BODY(LOC, DIST)                                                                  \
     const v8ll *v = p;                                                                             \
     v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
     size_t n = len / sizeof(v8ll);                                                                 \
     for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
-        if (DIST)                                                                                  \
+        if (DIST) {                                                                                \
             PF4((const char *)(v + i) + (DIST), LOC);                                              \
+            PF_PAGE((const char *)(v + i) + (DIST), page_ahead);                                   \
+        }                                                                                          \
         XOR4(v + i);                                                                               \
     }                                                                                              \
     FOLD_RETURN
@@ -70,6 +83,7 @@ static size_t stream_part(size_t len, uint32_t ns) {
     for (size_t i = 0; i < part; i += 4)                                                           \
         for (uint32_t k = 0; k < ns; k++) {                                                        \
             PF4((const char *)(v + k * part + i) + dist, LOC);                                     \
+            PF_PAGE((const char *)(v + k * part + i) + dist, page_ahead);                          \
             XOR4(v + k * part + i);                                                                \
         }                                                                                          \
     FOLD_RETURN
@@ -79,27 +93,32 @@ static size_t stream_bytes(size_t len, uint32_t ns) {
     return ns <= 1 ? len : stream_part(len, ns) * ns * sizeof(v8ll);
 }
 
-typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns);
+typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns,
+                             size_t page_ahead);
 
 /* The read loops of a target: name##_plain (dist unused), name##_t0, name##_nta, and the
  * streams' name##_st0, name##_snta (ns unused by the first three). */
 #define DEFINE_READ_LOOPS(name, target)                                                            \
-    target static long long name##_plain(const void *p, size_t len, size_t dist, uint32_t ns) {    \
+    target static long long name##_plain(const void *p, size_t len, size_t dist, uint32_t ns,      \
+                                         size_t page_ahead) {                                      \
         (void)dist;                                                                                \
         (void)ns;                                                                                  \
         READ_LOOP_BODY(3, 0)                                                                       \
     }                                                                                              \
-    target static long long name##_t0(const void *p, size_t len, size_t dist, uint32_t ns) {       \
+    target static long long name##_t0(const void *p, size_t len, size_t dist, uint32_t ns,         \
+                                      size_t page_ahead) {                                         \
         (void)ns;                                                                                  \
         READ_LOOP_BODY(3, dist)                                                                    \
     }                                                                                              \
-    target static long long name##_nta(const void *p, size_t len, size_t dist, uint32_t ns) {      \
+    target static long long name##_nta(const void *p, size_t len, size_t dist, uint32_t ns,        \
+                                       size_t page_ahead) {                                        \
         (void)ns;                                                                                  \
         READ_LOOP_BODY(0, dist)                                                                    \
     }                                                                                              \
-    target static long long name##_st0(const void *p, size_t len, size_t dist, uint32_t ns){       \
-        READ_STREAMS_BODY(3)} target static long long name##_snta(const void *p, size_t len,       \
-                                                                  size_t dist, uint32_t ns) {      \
+    target static long long name##_st0(const void *p, size_t len, size_t dist, uint32_t ns,        \
+                                       size_t page_ahead){READ_STREAMS_BODY(                       \
+        3)} target static long long name##_snta(const void *p, size_t len, size_t dist,            \
+                                                uint32_t ns, size_t page_ahead) {                  \
         READ_STREAMS_BODY(0)                                                                       \
     }                                                                                              \
     static const read_fn name[5] = {name##_plain, name##_t0, name##_nta, name##_st0, name##_snta};
@@ -253,14 +272,14 @@ struct bw_ctx {
     const uint8_t *base;
     size_t slice;
     read_fn fn;
-    size_t dist;
+    size_t dist, page_ahead;
     uint32_t ns;
     volatile long long sink[BENCH_MAX_THREADS]; /* keeps the reads alive */
 };
 
 static void bw_work(void *arg, uint32_t i) {
     struct bw_ctx *c = arg;
-    c->sink[i] ^= c->fn(c->base + i * c->slice, c->slice, c->dist, c->ns);
+    c->sink[i] ^= c->fn(c->base + i * c->slice, c->slice, c->dist, c->ns, c->page_ahead);
 }
 
 double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int passes,
@@ -271,6 +290,7 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
         return -EINVAL;
     struct bw_ctx c = {.base = buf, .slice = (len / n_threads) & ~(size_t)255};
     c.fn = pick_read(mode, &c.dist, &c.ns);
+    c.page_ahead = pl_quant_prefetch()->page_ahead;
     const size_t bytes = stream_bytes(c.slice, c.ns); /* what each thread reads of its slice */
     if (c.slice == 0 || bytes == 0)
         return -EINVAL;

@@ -15,7 +15,8 @@
 /* The read loop: plain loads, or loads plus a software prefetch of each line some distance
  * ahead: PREFETCHT0 and PREFETCHNTA, each at the distances the kernels use on this CPU
  * (pl_quant_prefetch(): the per-row vec_dot kernels' and the decode kernels'), whichever
- * hint the kernels take. Without them a kernel that prefetches can beat the "limit". On
+ * hint the kernels take, with the kernels' page touch where it is on (every mode but the plain
+ * one). Without them a kernel that prefetches can beat the "limit". On
  * aarch64 the same loops with the compiler's prefetch of locality 3 or 0. */
 enum bench_bw_mode {
     BENCH_BW_PLAIN = 0,

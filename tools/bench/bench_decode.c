@@ -312,9 +312,9 @@ int bench_decode_main(int argc, char **argv) {
     const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     if (o.json) {
         printf("{\"bench\":\"decode\",\"tile_isa\":\"%s\",\"n_cols\":%u,\"vectors\":%u,"
-               "\"swiglu\":%s,\"threads\":%u,\"prefetch\":\"%s:%u:%u\",\"types\":[",
+               "\"swiglu\":%s,\"threads\":%u,\"prefetch\":\"%s:%u:%u:%u:%u\",\"types\":[",
                pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? "true" : "false", o.n_th,
-               bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes);
+               bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->streams, pf->page_ahead);
         for (size_t i = 0; i < n_res; i++)
             printf("%s{\"type\":\"%s\",\"l2_gbs\":%.3f,\"mem_gbs\":%.3f,\"read_bw_gbs\":%.3f,"
                    "\"mem_over_bw\":%.3f,\"l2_over_bw\":%.3f}",
@@ -324,9 +324,9 @@ int bench_decode_main(int argc, char **argv) {
         return 0;
     }
     printf("picolm-bench decode: tiled kernels '%s', rows of %u, %u vector(s)%s, %u thread(s), "
-           "prefetch %s %u B ahead (%s)\n",
+           "prefetch %s %u B ahead, page touch %u B past (%s)\n",
            pl_quant_tile_isa(), o.n, o.n_vec, o.swiglu ? ", gate+up (SwiGLU)" : "", o.n_th,
-           bench_pf_hint_name(pf), pf->decode_bytes, pf->source);
+           bench_pf_hint_name(pf), pf->decode_bytes, pf->page_ahead, pf->source);
     printf("%-5s | %9s %9s %9s | %8s %8s\n", "type", "L2", "memory", "read bw", "mem/bw", "L2/bw");
     for (size_t i = 0; i < n_res; i++)
         printf("%-5s | %9.2f %9.2f %9.2f | %8.3f %7.2fx\n", res[i].name, res[i].l2 * 1e-9,

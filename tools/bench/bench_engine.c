@@ -497,8 +497,9 @@ int bench_engine_main(int argc, char **argv) {
                hp->n_layer, hp->n_vocab, n_prompt, n_gen, n_batch, reps, res.wi.backing,
                res.wi.packed, res.pp_tps, res.pp_best_tps, res.tg_tps, res.tg_best_tps,
                res.weight_bytes, eff * 1e-9);
-        printf(",\"prefetch\":\"%s:%u:%u:%u\",\"prefetch_source\":\"%s\"", bench_pf_hint_name(pf),
-               pf->bytes, pf->decode_bytes, pf->streams, pf->source);
+        printf(",\"prefetch\":\"%s:%u:%u:%u:%u\",\"prefetch_source\":\"%s\"",
+               bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->streams, pf->page_ahead,
+               pf->source);
         printf(",\"decode_tok_s_reps\":[");
         for (uint32_t i = 0; i < reps; i++)
             printf("%s%.2f", i ? "," : "", res.tg_rep[i]);
@@ -531,9 +532,9 @@ int bench_engine_main(int argc, char **argv) {
         printf("model           %s (%s, isa %s, tiles %s, %" PRIu32 " threads)\n", path,
                main_type(g), pl_quant_isa(), pl_quant_tile_isa(), n_threads);
         printf("weights         on %s (%s)\n", res.wi.backing, res.wi.reason);
-        printf("prefetch        %s, %u B ahead (decode kernels %u B), %u weight stream%s per "
-               "thread, from %s\n",
-               bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->streams,
+        printf("prefetch        %s, %u B ahead (decode kernels %u B), page touch %u B past, %u "
+               "weight stream%s per thread, from %s\n",
+               bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->page_ahead, pf->streams,
                pf->streams == 1 ? "" : "s", pf->source);
         printf("prefill         %.2f tok/s (best %.2f; %" PRIu32 " tokens, chunks of %" PRIu32
                ")\n",

@@ -212,8 +212,9 @@ static void print_text(const struct result *res, size_t n, const struct bw *b,
     double bw = b->best;
     printf("picolm-bench kernels: kernel set '%s', row %d elements, 1 thread\n", pl_quant_isa(),
            N_COLS);
-    printf("kernels' prefetch %s, %u B ahead (decode kernels %u B), from %s\n",
-           bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->source);
+    printf("kernels' prefetch %s, %u B ahead (decode kernels %u B), page touch %u B past, from "
+           "%s\n",
+           bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->page_ahead, pf->source);
     char streams[32] = "";
     if (pf->streams > 1)
         (void)snprintf(streams, sizeof(streams), ", in 1 and %u streams", pf->streams);
@@ -240,10 +241,11 @@ static void print_json(const struct result *res, size_t n, const struct bw *b,
     printf("{\"bench\":\"kernels\",\"isa\":\"%s\",\"n_cols\":%d,\"threads\":1,"
            "\"l2_matrix_bytes\":%zu,\"mem_matrix_bytes\":%zu,\"read_bw_gbs\":%.3f,"
            "\"read_bw_prefetch_gbs\":%.3f,\"read_bw_plain_gbs\":%.3f,\"prefetch_hint\":\"%s\","
-           "\"prefetch_bytes\":%u,\"prefetch_decode_bytes\":%u,\"prefetch_source\":\"%s\","
-           "\"types\":[",
+           "\"prefetch_bytes\":%u,\"prefetch_decode_bytes\":%u,\"prefetch_page_ahead\":%u,"
+           "\"prefetch_source\":\"%s\",\"types\":[",
            pl_quant_isa(), N_COLS, o->l2_bytes, o->mem_bytes, GBS(bw), GBS(b->prefetch),
-           GBS(b->plain), bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->source);
+           GBS(b->plain), bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->page_ahead,
+           pf->source);
     for (size_t i = 0; i < n; i++)
         printf("%s{\"type\":\"%s\",\"row_bytes\":%llu,\"l2_ref_gbs\":%.3f,\"l2_simd_gbs\":%.3f,"
                "\"speedup_l2\":%.2f,\"mem_ref_gbs\":%.3f,\"mem_simd_gbs\":%.3f,"

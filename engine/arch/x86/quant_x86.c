@@ -86,9 +86,18 @@ bool pl_quant_x86_zen(void) {
  *   25.2-25.4, 2 threads 48.0 -> 49.7; Q8_0 1 thread 14.2 -> 14.1-14.5. Zen keeps 1 stream,
  *   its measured best (two adjacent rows interleaved per super-block fell far behind one row
  *   there; rows from two far parts in turn are not measured on Zen). Other vendors get Intel's
- *   setting. */
-static const struct pl_quant_prefetch pf_zen = {PL_QUANT_PF_NTA, 4096, 8192, 1, "amd"};
-static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, 2, "intel"};
+ *   setting.
+ * - The page touch (engine_quant.h), Zen 5 VM: a scratch read loop over 256-640 MiB in steps
+ *   of 144-576 bytes with NTA 8 KB ahead read 25-31 GB/s, and 37-42 with one PREFETCHT2 of
+ *   the page 16-64 KB ahead (or NTA, or T0; plain loads 30-32). The touch must be one line per
+ *   page: a far prefetch of every step's first line (two prefetches per line, as in two-level
+ *   schemes) read 19-33. The engine's TinyLlama-shape Q4_K_M decode, 2 alternating rounds with
+ *   PICOLM_PREFETCH=nta:4096:8192:1:PAGE, PAGE = 0 / 16384 / 24576 / 57344: 1 thread 50.0,
+ *   47.6 / 61.9, 58.4 / 61.2, 58.7 / 60.8, 49.4 tok/s; 2 threads 92.4, 87.7 / 105.3, 102.9 /
+ *   107.5, 105.2 / 103.0, 88.1. The read loop with the same touch rose as much (1 thread
+ *   36-38 -> 42-45 GB/s, 2 threads 72-75 -> 82-89). Not measured on Intel: off there. */
+static const struct pl_quant_prefetch pf_zen = {PL_QUANT_PF_NTA, 4096, 8192, 1, "amd", 16384};
+static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, 2, "intel", 0};
 
 struct pl_quant_prefetch pl_quant_x86_pf; /* pf_choose() sets it before any kernel runs */
 static pthread_once_t pf_control = PTHREAD_ONCE_INIT;

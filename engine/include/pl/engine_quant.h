@@ -41,10 +41,15 @@ typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const vo
  * streamer, halving a core's bandwidth, and PREFETCHT0 2 KB ahead is best (see quant_x86.c
  * for the figures). A one-token decode also reads its rows as `streams` weight streams (the
  * rows cut into that many parts, a row of each in turn: see matmul.c); 2 on Intel, 1 on Zen.
- * PICOLM_PREFETCH=t0|nta[:BYTES[:DECODE_BYTES[:STREAMS]]] overrides (x86 only; BYTES
- * 256..65536, multiples of 64; STREAMS 1..PL_QUANT_STREAMS_MAX); an invalid value keeps the
- * CPU's choice and says so in `source`. Benchmarks read memory the same way, so that their
- * read loop stays an upper bound for the kernels. */
+ * Each prefetch step also touches, `page_ahead` bytes past its lines, the first line of the
+ * 4 KiB page there (PREFETCHT2; 0: off): the hardware prefetchers stop at 4 KiB boundaries,
+ * and under a hypervisor each 4 KiB page of the stream can cost its own nested page walk, so
+ * one early touch per page starts both long before the loads arrive (on Zen, quant_x86.c).
+ * PICOLM_PREFETCH=t0|nta[:BYTES[:DECODE_BYTES[:STREAMS[:PAGE_AHEAD]]]] overrides (x86 only;
+ * BYTES 256..65536, multiples of 64; STREAMS 1..PL_QUANT_STREAMS_MAX; PAGE_AHEAD 0 or
+ * 256..262144, multiples of 64); an invalid value keeps the CPU's choice and says so in
+ * `source`. Benchmarks read memory the same way, so that their read loop stays an upper
+ * bound for the kernels. */
 enum pl_quant_pf_hint {
     PL_QUANT_PF_NTA = 0, /* __builtin_prefetch locality 0: PREFETCHNTA */
     PL_QUANT_PF_T0 = 3,  /* locality 3: PREFETCHT0 */
@@ -57,7 +62,10 @@ struct pl_quant_prefetch {
     uint32_t streams;      /* one-token decode: weight streams per thread, 1..STREAMS_MAX */
     const char *source;    /* why: "amd", "intel", "PICOLM_PREFETCH",
                               "PICOLM_PREFETCH invalid"; "fixed" off x86; static) */
+    uint32_t page_ahead;   /* the page touch's distance past each step's lines; 0: none */
 };
+/* The page the touch starts: the hardware prefetchers' boundary and the smallest page. */
+#define PL_QUANT_PAGE_BYTES 4096u
 /* The process's setting (decided on first use; thread-safe; never NULL). */
 const struct pl_quant_prefetch *pl_quant_prefetch(void);
 /* Parses a PICOLM_PREFETCH value into *out (hint and distances; source untouched), given the

@@ -417,20 +417,24 @@ static void test_force_scalar_selects_references(void **state) {
 
 static void test_prefetch_parse(void **state) {
     (void)state;
-    const struct pl_quant_prefetch base = {PL_QUANT_PF_T0, 2048, 4096, 2, "x"};
+    const struct pl_quant_prefetch base = {PL_QUANT_PF_T0, 2048, 4096, 2, "x", 8192};
     static const struct {
         const char *s;
         int hint;
-        uint32_t bytes, decode_bytes, streams;
+        uint32_t bytes, decode_bytes, streams, page_ahead;
     } ok[] = {
-        {"t0", PL_QUANT_PF_T0, 2048, 4096, 2},
-        {"nta", PL_QUANT_PF_NTA, 2048, 4096, 2},
-        {"nta:1024", PL_QUANT_PF_NTA, 1024, 4096, 2},
-        {"t0:256:65536", PL_QUANT_PF_T0, 256, 65536, 2},
-        {"nta:4096:8192", PL_QUANT_PF_NTA, 4096, 8192, 2},
-        {"t0:1024:2048:1", PL_QUANT_PF_T0, 1024, 2048, 1},
-        {"nta:256:256:3", PL_QUANT_PF_NTA, 256, 256, 3},
-        {"t0:2048:2048:4", PL_QUANT_PF_T0, 2048, 2048, 4},
+        {"t0", PL_QUANT_PF_T0, 2048, 4096, 2, 8192},
+        {"nta", PL_QUANT_PF_NTA, 2048, 4096, 2, 8192},
+        {"nta:1024", PL_QUANT_PF_NTA, 1024, 4096, 2, 8192},
+        {"t0:256:65536", PL_QUANT_PF_T0, 256, 65536, 2, 8192},
+        {"nta:4096:8192", PL_QUANT_PF_NTA, 4096, 8192, 2, 8192},
+        {"t0:1024:2048:1", PL_QUANT_PF_T0, 1024, 2048, 1, 8192},
+        {"nta:256:256:3", PL_QUANT_PF_NTA, 256, 256, 3, 8192},
+        {"t0:2048:2048:4", PL_QUANT_PF_T0, 2048, 2048, 4, 8192},
+        {"nta:4096:8192:1:0", PL_QUANT_PF_NTA, 4096, 8192, 1, 0},
+        {"nta:4096:8192:1:24576", PL_QUANT_PF_NTA, 4096, 8192, 1, 24576},
+        {"t0:2048:2048:2:256", PL_QUANT_PF_T0, 2048, 2048, 2, 256},
+        {"t0:2048:2048:2:262144", PL_QUANT_PF_T0, 2048, 2048, 2, 262144},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         struct pl_quant_prefetch c = base;
@@ -439,6 +443,7 @@ static void test_prefetch_parse(void **state) {
         assert_int_equal(c.bytes, ok[i].bytes);
         assert_int_equal(c.decode_bytes, ok[i].decode_bytes);
         assert_int_equal(c.streams, ok[i].streams);
+        assert_int_equal(c.page_ahead, ok[i].page_ahead);
         assert_ptr_equal(c.source, base.source);
     }
     static const char *const bad[] = {"",
@@ -464,7 +469,15 @@ static void test_prefetch_parse(void **state) {
                                       "t0:1024:2048:2:",
                                       "t0:1024:2048:x",
                                       "t0:1024:2048:-1",
-                                      "t0:1024:3"};
+                                      "t0:1024:3",
+                                      "t0:1024:2048:2:",
+                                      "t0:1024:2048:2:128",
+                                      "t0:1024:2048:2:1000",
+                                      "t0:1024:2048:2:262208",
+                                      "t0:1024:2048:2:1048576",
+                                      "t0:1024:2048:2:-64",
+                                      "t0:1024:2048:2:x",
+                                      "t0:1024:2048:2:4096:"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct pl_quant_prefetch c = base;
         assert_int_equal(pl_quant_prefetch_parse(bad[i], &c), -EINVAL);
@@ -488,11 +501,14 @@ static void check_prefetch_child(const char *env, const struct pl_quant_prefetch
         const struct pl_quant_prefetch *p = pl_quant_prefetch();
         const int same = p && p == pl_quant_prefetch() && p->hint == want->hint &&
                          p->bytes == want->bytes && p->decode_bytes == want->decode_bytes &&
-                         p->streams == want->streams && !strcmp(p->source, want->source);
+                         p->streams == want->streams && p->page_ahead == want->page_ahead &&
+                         !strcmp(p->source, want->source);
         if (!same && p)
-            fprintf(stderr, "PICOLM_PREFETCH=%s: hint %d, %u / %u B, %u streams, source %s\n",
+            fprintf(stderr,
+                    "PICOLM_PREFETCH=%s: hint %d, %u / %u B, %u streams, page touch %u B, "
+                    "source %s\n",
                     env ? env : "(unset)", p->hint, p->bytes, p->decode_bytes, p->streams,
-                    p->source);
+                    p->page_ahead, p->source);
         _exit(same ? 0 : 1);
     }
     expect_child_ok(pid);
@@ -523,17 +539,26 @@ static void test_prefetch_setting_and_env(void **state) {
     assert_true(cpu.bytes >= 256 && cpu.bytes <= 65536 && cpu.bytes % 64 == 0);
     assert_true(cpu.decode_bytes >= 256 && cpu.decode_bytes <= 65536 && cpu.decode_bytes % 64 == 0);
     assert_true(cpu.streams >= 1 && cpu.streams <= PL_QUANT_STREAMS_MAX);
+    assert_true(cpu.page_ahead == 0 ||
+                (cpu.page_ahead >= 256 && cpu.page_ahead <= 262144 && cpu.page_ahead % 64 == 0));
     check_prefetch_child(NULL, &cpu);
 #if defined(__x86_64__) || defined(__i386__)
     assert_true(!strcmp(cpu.source, "amd") || !strcmp(cpu.source, "intel"));
+    check_prefetch_child("nta:512:1024",
+                         &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 512, 1024, cpu.streams,
+                                                     "PICOLM_PREFETCH", cpu.page_ahead});
+    check_prefetch_child("t0:3072", &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 3072,
+                                                                cpu.decode_bytes, cpu.streams,
+                                                                "PICOLM_PREFETCH", cpu.page_ahead});
+    check_prefetch_child("t0:1024:2048:3",
+                         &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 1024, 2048, 3,
+                                                     "PICOLM_PREFETCH", cpu.page_ahead});
     check_prefetch_child(
-        "nta:512:1024",
-        &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 512, 1024, cpu.streams, "PICOLM_PREFETCH"});
-    check_prefetch_child("t0:3072",
-                         &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 3072, cpu.decode_bytes,
-                                                     cpu.streams, "PICOLM_PREFETCH"});
-    check_prefetch_child("t0:1024:2048:3", &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 1024, 2048,
-                                                                       3, "PICOLM_PREFETCH"});
+        "nta:1024:2048:1:0",
+        &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 1024, 2048, 1, "PICOLM_PREFETCH", 0});
+    check_prefetch_child(
+        "t0:1024:2048:2:16384",
+        &(struct pl_quant_prefetch){PL_QUANT_PF_T0, 1024, 2048, 2, "PICOLM_PREFETCH", 16384});
     struct pl_quant_prefetch kept = cpu;
     kept.source = "PICOLM_PREFETCH invalid";
     check_prefetch_child("t0:100", &kept);

@@ -624,7 +624,8 @@ static void test_variants(void **state) {
 }
 
 /* Under PICOLM_PREFETCH (CTest runs this file again with each hint at extreme distances,
- * so both prefetch branches of every kernel run on every machine) the kernels take the
+ * with and without the page touch, so every prefetch branch of every kernel runs on every
+ * machine) the kernels take the
  * variable's setting. */
 static void test_prefetch_env_honoured(void **state) {
     (void)state;
@@ -641,6 +642,7 @@ static void test_prefetch_env_honoured(void **state) {
     assert_int_equal(p->bytes, want.bytes);
     assert_int_equal(p->decode_bytes, want.decode_bytes);
     assert_int_equal(p->streams, want.streams);
+    assert_int_equal(p->page_ahead, want.page_ahead);
 }
 
 int main(int argc, char **argv) {
