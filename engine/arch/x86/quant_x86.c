@@ -57,8 +57,14 @@ static bool cpu_avx512(void) {
 
 /* ---- Weight-stream prefetch ---- */
 
-/* CPUID leaf 0's vendor string: AMD's and Hygon's cores are Zen. */
-bool pl_quant_x86_zen(void) {
+/* CPUID leaf 0's vendor string: AMD's and Hygon's cores are Zen. Asked once: in a VM every
+ * CPUID traps to the hypervisor, and the tile kernel lookup (each matmul, on every thread)
+ * asks this. On the Zen 5 VM the CPUIDs took 2-3.5% of a decode's samples (perf, TinyLlama
+ * shape, 1-2 threads) before this kept the answer. */
+static bool zen;
+static pthread_once_t zen_once = PTHREAD_ONCE_INIT;
+
+static void zen_ask(void) {
     uint32_t a = 0, b, c = 0, d;
     char v[13];
     __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
@@ -66,7 +72,12 @@ bool pl_quant_x86_zen(void) {
     memcpy(v + 4, &d, 4);
     memcpy(v + 8, &c, 4);
     v[12] = '\0';
-    return !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine");
+    zen = !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine");
+}
+
+bool pl_quant_x86_zen(void) {
+    (void)pthread_once(&zen_once, zen_ask);
+    return zen;
 }
 
 /* The setting per vendor, from `picolm-bench kernels` and `picolm-bench decode` (256 MiB
