@@ -17,27 +17,54 @@
  * call, so no kernel runs before it. */
 extern struct pl_quant_prefetch pl_quant_x86_pf;
 
+/* Prefetches of N (1, 2, 4 or 8) consecutive lines from q, with instruction insn, as one asm
+ * block: each line's address is q plus a displacement. (Line by line, __builtin_prefetch or a
+ * memory operand each, GCC 12 computed every line's address into a register of its own ahead
+ * of the hint's branch and, short of registers in the decode kernels, parked half of them in
+ * vector registers, two moves each.) */
+#define PL_X86_PF1(insn) insn " (%0)\n\t"
+#define PL_X86_PF2(insn) PL_X86_PF1(insn) insn " 64(%0)\n\t"
+#define PL_X86_PF4(insn) PL_X86_PF2(insn) insn " 128(%0)\n\t" insn " 192(%0)\n\t"
+#define PL_X86_PF8(insn)                                                                           \
+    PL_X86_PF4(insn)                                                                               \
+    insn " 256(%0)\n\t" insn " 320(%0)\n\t" insn " 384(%0)\n\t" insn " 448(%0)"                    \
+         "\n\t"
+#define PL_X86_PF_BLOCK(N, insn, q) __asm__ volatile(PL_X86_PF##N(insn) : : "r"(q))
+
+/* `lines` lines from q, in blocks of 8, then 4, 2, 1 (with a constant count after inlining,
+ * straight-line code). */
+#define PL_X86_PF_LINES(insn, q, lines)                                                            \
+    do {                                                                                           \
+        const char *q_ = (q);                                                                      \
+        for (int n_ = (lines); n_ >= 8; n_ -= 8, q_ += 512)                                        \
+            PL_X86_PF_BLOCK(8, insn, q_);                                                          \
+        if ((lines)&4) {                                                                           \
+            PL_X86_PF_BLOCK(4, insn, q_);                                                          \
+            q_ += 256;                                                                             \
+        }                                                                                          \
+        if ((lines)&2) {                                                                           \
+            PL_X86_PF_BLOCK(2, insn, q_);                                                          \
+            q_ += 128;                                                                             \
+        }                                                                                          \
+        if ((lines)&1)                                                                             \
+            PL_X86_PF_BLOCK(1, insn, q_);                                                          \
+    } while (0)
+
 /* Prefetch `lines` 64-byte lines from p with that hint, and with a page touch set, the first
  * line of the 4 KiB page page_ahead bytes past p (PREFETCHT2): the same line at every step
  * within a page, so no step needs a branch on where pages start, and the repeats hit the
  * cache. Prefetches past the end of a row (or buffer) are harmless hints: they never fault.
- * The hint is an immediate, so each branch has its own instructions; the branches are the
- * same on every call of a process. Always inlined: GCC 12 takes a function made only of
- * prefetches for one without side effects and deletes calls to it that it did not inline
- * (inside always_inline kernels). */
+ * The hint is part of the instruction, so each branch has its own instructions; the branches
+ * are the same on every call of a process. */
 static inline __attribute__((always_inline)) void pl_x86_pf_lines(const char *p, int lines) {
     const uintptr_t a = pl_quant_x86_pf.page_ahead;
     if (a) /* p + a rounded down to its page */
-        __builtin_prefetch(p + (a - (((uintptr_t)p + a) & (PL_QUANT_PAGE_BYTES - 1))), 0, 1);
-    if (pl_quant_x86_pf.hint == PL_QUANT_PF_NTA) {
-#pragma GCC unroll 16
-        for (int l = 0; l < lines; l++)
-            __builtin_prefetch(p + 64 * l, 0, 0);
-    } else {
-#pragma GCC unroll 16
-        for (int l = 0; l < lines; l++)
-            __builtin_prefetch(p + 64 * l, 0, 3);
-    }
+        PL_X86_PF_BLOCK(1, "prefetcht2",
+                        p + (a - (((uintptr_t)p + a) & (PL_QUANT_PAGE_BYTES - 1))));
+    if (pl_quant_x86_pf.hint == PL_QUANT_PF_NTA)
+        PL_X86_PF_LINES("prefetchnta", p, lines);
+    else
+        PL_X86_PF_LINES("prefetcht0", p, lines);
 }
 
 /* Overwrite the entries of table (indexed by enum pl_ggml_type) that the ISA accelerates.
