@@ -1440,50 +1440,90 @@ q6kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, float *dd, int q3) {
     return q6kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0), q3);
 }
 
+/* What the float chain needs of a group of up to 4 super-blocks: lane i of x the isum of
+ * super-block i, dd[i] its da x d. */
+struct k6_sums {
+    __m128 x;
+    float dd[4];
+};
+
+/* Super-blocks [s0, s0 + k) (k <= 4) of packed row w into g. */
+static inline TARGET_GV __attribute__((always_inline)) void k6_group(const uint8_t *w, uint8_t *v,
+                                                                     int64_t n, int64_t s0,
+                                                                     int64_t k, struct k6_sums *g,
+                                                                     int q3) {
+    const size_t sb = K6_SB(q3);
+    const int lines = (int)((sb + 63) / 64);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i z0, z1, z2, z3;
+    if (k == 4) {
+        /* a step per super-block (ceil(210 / 64) = 4 lines, see pf_step), not one of 14
+         * lines per 4: on the Zen 5 VM, `picolm-bench decode`, rows of 2048, median of 4 (2
+         * threads: 3) alternating runs, memory / read loop 0.69 -> 0.87 (2 threads 0.76 ->
+         * 0.93), L2-sized matrix 64 -> 71 GB/s. The same for Q4_K's groups measured worse
+         * there (0.92 -> 0.87). */
+        pf_step(w, s0, sb, lines);
+        z0 = q6kp_sb(w, v, n, s0, &g->dd[0], q3);
+        pf_step(w, s0 + 1, sb, lines);
+        z1 = q6kp_sb(w, v, n, s0 + 1, &g->dd[1], q3);
+        pf_step(w, s0 + 2, sb, lines);
+        z2 = q6kp_sb(w, v, n, s0 + 2, &g->dd[2], q3);
+        pf_step(w, s0 + 3, sb, lines);
+        z3 = q6kp_sb(w, v, n, s0 + 3, &g->dd[3], q3);
+    } else {
+        pf_sbs(w, s0, k, sb);
+        g->dd[1] = g->dd[2] = g->dd[3] = 0.0f; /* past k: never read */
+        z0 = q6kp_sb(w, v, n, s0, &g->dd[0], q3);
+        z1 = k > 1 ? q6kp_sb(w, v, n, s0 + 1, &g->dd[1], q3) : zero;
+        z2 = k > 2 ? q6kp_sb(w, v, n, s0 + 2, &g->dd[2], q3) : zero;
+        z3 = k > 3 ? q6kp_sb(w, v, n, s0 + 3, &g->dd[3], q3) : zero;
+    }
+    g->x = _mm512_castps512_ps128(_mm512_cvtepi32_ps(q6kp_reduce4(z0, z1, z2, z3)));
+}
+
+/* The float chain of a group g of k super-blocks, continuing sum. */
+static inline __attribute__((always_inline)) float k6_chain(float sum, const struct k6_sums *g,
+                                                            int64_t k) {
+    for (int i = 0; i < 4; i++)
+        if (i < k)
+            sum = fmaf(g->dd[i], lane4(g->x, i), sum);
+    return sum;
+}
+
+/* Software-pipelined as kp_vec: each group's chain (the reduction, the conversion and up
+ * to 4 dependent FMAs) runs after the next group's integer work, the next row's first group
+ * for a row's last. Same operations in the same order per row, so the same bits. */
 static inline TARGET_GV __attribute__((always_inline)) void
 k6_vec(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *vec,
        float *out, int q3) {
     const int64_t n_sb = n / 256;
-    const size_t sb = K6_SB(q3);
-    const int lines = (int)((sb + 63) / 64);
     uint8_t *v = (uint8_t *)(uintptr_t)vec;
-    const __m512i zero = _mm512_setzero_si512();
+    float sum = 0.0f;
+    struct k6_sums pend = {.x = _mm_setzero_ps()}; /* pending: pk super-blocks of row pr */
+    int64_t pk = 0;
+    bool p_last = false; /* the pending group ends its row */
+    uint32_t pr = 0;
     for (uint32_t r = 0; r < n_rows; r++) {
         const uint8_t *row = w + (size_t)r * row_bytes;
-        float sum = 0.0f;
         for (int64_t s0 = 0; s0 < n_sb; s0 += 4) {
             const int64_t k = n_sb - s0 < 4 ? n_sb - s0 : 4;
-            float dd[4] = {0.0f};
-            __m512i z0, z1, z2, z3;
-            if (k == 4) {
-                /* a step per super-block (ceil(210 / 64) = 4 lines, see pf_step), not one of
-                 * 14 lines per 4: on the Zen 5 VM, `picolm-bench decode`, rows of 2048, median
-                 * of 4 (2 threads: 3) alternating runs, memory / read loop 0.69 -> 0.87 (2
-                 * threads 0.76 -> 0.93), L2-sized matrix 64 -> 71 GB/s. The same for Q4_K's
-                 * groups measured worse there (0.92 -> 0.87). */
-                pf_step(row, s0, sb, lines);
-                z0 = q6kp_sb(row, v, n, s0, &dd[0], q3);
-                pf_step(row, s0 + 1, sb, lines);
-                z1 = q6kp_sb(row, v, n, s0 + 1, &dd[1], q3);
-                pf_step(row, s0 + 2, sb, lines);
-                z2 = q6kp_sb(row, v, n, s0 + 2, &dd[2], q3);
-                pf_step(row, s0 + 3, sb, lines);
-                z3 = q6kp_sb(row, v, n, s0 + 3, &dd[3], q3);
-            } else {
-                pf_sbs(row, s0, k, sb);
-                z0 = q6kp_sb(row, v, n, s0, &dd[0], q3);
-                z1 = k > 1 ? q6kp_sb(row, v, n, s0 + 1, &dd[1], q3) : zero;
-                z2 = k > 2 ? q6kp_sb(row, v, n, s0 + 2, &dd[2], q3) : zero;
-                z3 = k > 3 ? q6kp_sb(row, v, n, s0 + 3, &dd[3], q3) : zero;
+            struct k6_sums g;
+            k6_group(row, v, n, s0, k, &g, q3);
+            if (pk) {
+                sum = k6_chain(sum, &pend, pk);
+                if (p_last) {
+                    out[pr] = sum;
+                    sum = 0.0f;
+                }
             }
-            const __m128 x =
-                _mm512_castps512_ps128(_mm512_cvtepi32_ps(q6kp_reduce4(z0, z1, z2, z3)));
-            for (int i = 0; i < 4; i++)
-                if (i < k)
-                    sum = fmaf(dd[i], lane4(x, i), sum);
+            pend = g;
+            pk = k;
+            p_last = s0 + 4 >= n_sb;
+            pr = r;
         }
-        out[r] = sum;
     }
+    if (pk) /* the last row's last group */
+        out[pr] = k6_chain(sum, &pend, pk);
 }
 
 static TARGET_GV void vec_q6_Kp(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
