@@ -351,6 +351,59 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
     return best;
 }
 
+/* ---- Compute speed per CPU ---- */
+
+typedef int v8i __attribute__((vector_size(32)));
+
+#define SPEED_CHAINS 8
+#define SPEED_ITERS 4000000L
+
+struct speed_job {
+    uint32_t i;
+    double secs;
+    volatile int sink;
+};
+
+/* SPEED_CHAINS independent chains of vector integer multiply-adds: bound by the core's
+ * arithmetic throughput, with no memory traffic. */
+static void *speed_worker(void *arg) {
+    struct speed_job *j = arg;
+    bench_pin_self(j->i);
+    v8i a[SPEED_CHAINS];
+    const v8i m = {3, 5, 7, 9, 11, 13, 15, 17}, c = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int k = 0; k < SPEED_CHAINS; k++)
+        a[k] = c * k;
+    const double t0 = now_s();
+    for (long it = 0; it < SPEED_ITERS; it++)
+        for (int k = 0; k < SPEED_CHAINS; k++)
+            a[k] = a[k] * m + c;
+    j->secs = now_s() - t0;
+    int x = 0;
+    for (int k = 0; k < SPEED_CHAINS; k++)
+        for (int l = 0; l < 8; l++)
+            x ^= a[k][l];
+    j->sink = x;
+    return NULL;
+}
+
+int bench_cpu_speeds(uint32_t n, double *ret) {
+    if (n == 0 || n > BENCH_MAX_THREADS || !ret)
+        return -EINVAL;
+    double best = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct speed_job j = {.i = i};
+        pthread_t th;
+        if (pthread_create(&th, NULL, speed_worker, &j) != 0)
+            return -EAGAIN;
+        (void)pthread_join(th, NULL);
+        ret[i] = j.secs > 0 ? 1.0 / j.secs : 0.0;
+        best = ret[i] > best ? ret[i] : best;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ret[i] = best > 0 ? ret[i] / best : 0.0;
+    return 0;
+}
+
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes) {
     double per_mode[BENCH_BW_N_MODES];
     return bench_bw_read_modes(buf, len, n_threads, passes, per_mode);

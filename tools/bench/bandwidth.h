@@ -72,6 +72,13 @@ typedef void (*bench_work_fn)(void *ctx, uint32_t i);
  * -ENOMEM, -EAGAIN (threads could not start). */
 int bench_run_passes(uint32_t n_threads, int passes, bench_work_fn work, void *ctx, double *ret_s);
 
+/* The compute speed of each of the first n CPUs this thread may run on (bench_pin_self(i)),
+ * one at a time, relative to the fastest (1.0): a loop bound by the core's integer arithmetic,
+ * without memory traffic. On a VM whose vCPUs share physical cores with other tenants, one
+ * vCPU can run arithmetic at half the speed of the other while memory reads are unaffected
+ * (the Zen 5 VM of 2026-12-05: 0.51-0.68 for vCPU 1 at times). 0, -EINVAL or -EAGAIN. */
+int bench_cpu_speeds(uint32_t n, double *ret);
+
 /* bench_bw_read_modes's best, without the figures per mode. */
 double bench_bw_read(const void *buf, size_t len, uint32_t n_threads, int passes);
 

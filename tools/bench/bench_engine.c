@@ -202,6 +202,26 @@ static uint64_t proc_status_bytes(const char *key) {
     return v;
 }
 
+/* bench_cpu_speeds() of the first n CPUs of *cpus (NULL: this thread's own), this thread's
+ * affinity swapped for the measurement as in weights_bw. */
+static void cpu_speeds(uint32_t n, const cpu_set_t *cpus, double *ret) {
+    cpu_set_t mine;
+    const bool swap = cpus && pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) == 0 &&
+                      pthread_setaffinity_np(pthread_self(), sizeof(*cpus), cpus) == 0;
+    if (bench_cpu_speeds(n, ret) < 0)
+        for (uint32_t i = 0; i < n; i++)
+            ret[i] = 0.0;
+    if (swap)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+}
+
+static void print_speeds(const char *key, const double *v, uint32_t n, bool json) {
+    printf(json ? ",\"%s\":[" : "%s", key);
+    for (uint32_t i = 0; i < n; i++)
+        printf(json ? "%s%.3f" : "%s%.2f", i ? (json ? "," : " ") : "", v[i]);
+    printf(json ? "]" : "");
+}
+
 /* Passes per read loop over the weights' copy (struct results' bw_w). A model that fits in
  * the caches gets the caches' figure there: only the child's buffer is the memory's. */
 #define BW_W_PASSES 2
@@ -224,6 +244,9 @@ static double weights_bw(const struct pl_weights_info *wi, uint32_t n, const cpu
 
 struct results {
     double pp_tps, pp_best_tps, tg_tps, tg_best_tps;
+    /* each thread's CPU alone, relative to the fastest (bench_cpu_speeds), at the start and
+     * after the last decode; 0 when not measured */
+    double speed0[BENCH_MAX_THREADS], speed1[BENCH_MAX_THREADS];
     double bw1, bwn;         /* at the start */
     double bw_dec[MAX_REPS]; /* N threads, around each decode (the larger bracket) */
     double tg_rep[MAX_REPS]; /* each decode's tok/s */
@@ -389,6 +412,8 @@ int bench_engine_main(int argc, char **argv) {
     cpu_set_t cpus_start;
     const cpu_set_t *cpus =
         sched_getaffinity(0, sizeof(cpus_start), &cpus_start) == 0 ? &cpus_start : NULL;
+    const uint32_t n_speed = PL_MIN(n_threads, BENCH_MAX_THREADS);
+    cpu_speeds(n_speed, cpus, res.speed0);
     struct pl_model_opts mo = {.n_threads = n_threads, .pin_threads = true};
     r = pl_model_load(path, &mo, &m, err, sizeof(err));
     if (r < 0) {
@@ -461,6 +486,7 @@ int bench_engine_main(int argc, char **argv) {
             goto out;
         }
     }
+    cpu_speeds(n_speed, cpus, res.speed1);
     if (do_bw) {
         res.bw_dec_med = median_of(res.bw_dec, reps);
         res.ratio_med = median_of(res.ratio, reps);
@@ -500,6 +526,8 @@ int bench_engine_main(int argc, char **argv) {
         printf(",\"prefetch\":\"%s:%u:%u:%u:%u\",\"prefetch_source\":\"%s\"",
                bench_pf_hint_name(pf), pf->bytes, pf->decode_bytes, pf->streams, pf->page_ahead,
                pf->source);
+        print_speeds("cpu_speed_start", res.speed0, n_speed, true);
+        print_speeds("cpu_speed_end", res.speed1, n_speed, true);
         printf(",\"decode_tok_s_reps\":[");
         for (uint32_t i = 0; i < reps; i++)
             printf("%s%.2f", i ? "," : "", res.tg_rep[i]);
@@ -541,6 +569,10 @@ int bench_engine_main(int argc, char **argv) {
                res.pp_tps, res.pp_best_tps, n_prompt, n_batch);
         printf("decode          %.2f tok/s (best %.2f; %" PRIu32 " tokens)\n", res.tg_tps,
                res.tg_best_tps, n_gen);
+        print_speeds("cpu speed       ", res.speed0, n_speed, false);
+        print_speeds(" at the start, ", res.speed1, n_speed, false);
+        printf(" at the end (each thread's CPU alone, an arithmetic loop, relative to the "
+               "fastest)\n");
         printf("weights/token   %.1f MB -> effective %.2f GB/s\n", res.weight_bytes * 1e-6,
                eff * 1e-9);
         if (do_bw) {
