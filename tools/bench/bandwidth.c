@@ -353,7 +353,7 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
 
 /* ---- Compute speed per CPU ---- */
 
-typedef int v8i __attribute__((vector_size(32)));
+typedef unsigned v8u __attribute__((vector_size(32)));
 
 #define SPEED_CHAINS 8
 #define SPEED_ITERS 4000000L
@@ -361,24 +361,24 @@ typedef int v8i __attribute__((vector_size(32)));
 struct speed_job {
     uint32_t i;
     double secs;
-    volatile int sink;
+    volatile unsigned sink;
 };
 
-/* SPEED_CHAINS independent chains of vector integer multiply-adds: bound by the core's
- * arithmetic throughput, with no memory traffic. */
+/* SPEED_CHAINS independent chains of vector integer multiply-adds (unsigned: they wrap): bound
+ * by the core's arithmetic throughput, with no memory traffic. */
 static void *speed_worker(void *arg) {
     struct speed_job *j = arg;
     bench_pin_self(j->i);
-    v8i a[SPEED_CHAINS];
-    const v8i m = {3, 5, 7, 9, 11, 13, 15, 17}, c = {1, 2, 3, 4, 5, 6, 7, 8};
+    v8u a[SPEED_CHAINS];
+    const v8u m = {3, 5, 7, 9, 11, 13, 15, 17}, c = {1, 2, 3, 4, 5, 6, 7, 8};
     for (int k = 0; k < SPEED_CHAINS; k++)
-        a[k] = c * k;
+        a[k] = c * (unsigned)k;
     const double t0 = now_s();
     for (long it = 0; it < SPEED_ITERS; it++)
         for (int k = 0; k < SPEED_CHAINS; k++)
             a[k] = a[k] * m + c;
     j->secs = now_s() - t0;
-    int x = 0;
+    unsigned x = 0;
     for (int k = 0; k < SPEED_CHAINS; k++)
         for (int l = 0; l < 8; l++)
             x ^= a[k][l];
