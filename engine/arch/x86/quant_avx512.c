@@ -1052,6 +1052,8 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
 
 void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsigned flags) {
     (void)pl_quant_prefetch(); /* the kernels' prefetch setting, before any of them runs */
+    struct pl_quant_kernels before[_PL_GGML_TYPE_MAX]; /* the table as it came (AVX2's) */
+    memcpy(before, table, sizeof(before));
     /* GFNI and VBMI use the AVX-512 state the caller has checked; they are optional
      * (Cascade Lake has neither) */
     __builtin_cpu_init();
@@ -1075,9 +1077,15 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
     table[PL_GGML_TYPE_Q4_K].vec_dotn = have_gv ? vec_dotn_q4_K_gv : NULL;
     table[PL_GGML_TYPE_Q4_K].vec_dot_a = have_gv ? vec_dot_q4_K_gv_a : NULL;
     table[PL_GGML_TYPE_Q6_K].vec_dotn = vec_dotn_q6_K;
-    /* the table starts as quant_avx2.c's: its vec_dotn of these types are the twins of its
-     * own vec_dot, not of these */
-    table[PL_GGML_TYPE_Q2_K].vec_dotn = NULL;
-    table[PL_GGML_TYPE_Q3_K].vec_dotn = NULL;
-    table[PL_GGML_TYPE_Q5_K].vec_dotn = NULL;
+    /* vec_dotn and vec_dot_a must give vec_dot's bits: where this set replaced a type's
+     * vec_dot but left one of them as it came, that one is the twin of the vec_dot it
+     * replaced (AVX2's), not of this one */
+    for (int t = 0; t < _PL_GGML_TYPE_MAX; t++) {
+        if (table[t].vec_dot == before[t].vec_dot)
+            continue;
+        if (table[t].vec_dotn == before[t].vec_dotn)
+            table[t].vec_dotn = NULL;
+        if (table[t].vec_dot_a == before[t].vec_dot_a)
+            table[t].vec_dot_a = NULL;
+    }
 }
