@@ -465,6 +465,15 @@ static inline __m256i crumbs(__m256i q, int s) {
     for (int t = 0; t < NT; t++)                                                                   \
     out[t] = sum[t]
 
+/* vec_dot: the same kernel with NT = 1. */
+#define DEFINE_DOT1(name, call)                                                                    \
+    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
+        const void *const x[1] = {x1};                                                             \
+        float r, *out = &r;                                                                        \
+        call(1);                                                                                   \
+        return r;                                                                                  \
+    }
+
 /* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
 #define DEFINE_DOTN(name, call)                                                                    \
     static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
@@ -573,20 +582,6 @@ q3_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
     K_NT_END;
 }
 
-static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const void *x1 = x;
-    float r;
-    q2_K_n(n, w, &x1, &r, 1);
-    return r;
-}
-
-static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const void *x1 = x;
-    float r;
-    q3_K_n(n, w, &x1, &r, 1);
-    return r;
-}
-
 /* sum_j m[j] * (bsums[2j] + bsums[2j+1]). */
 static inline int32_t q4k_summ(uint64_t m8, const int16_t *bsums) {
     __m128i bs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
@@ -691,32 +686,16 @@ q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
     K_NT_END;
 }
 
-static float vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const void *x1 = x;
-    float r;
-    q45_K_n(n, w, &x1, &r, 1, 0);
-    return r;
-}
-
-static float vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const void *x1 = x;
-    float r;
-    q45_K_n(n, w, &x1, &r, 1, 1);
-    return r;
-}
-
-static float vec_dot_q6_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const void *x1 = x;
-    float r;
-    q6_K_n(n, w, &x1, &r, 1);
-    return r;
-}
-
 #define Q2K_NT(NT) q2_K_n(n, w, x, out, NT)
 #define Q3K_NT(NT) q3_K_n(n, w, x, out, NT)
 #define Q4K_NT(NT) q45_K_n(n, w, x, out, NT, 0)
 #define Q5K_NT(NT) q45_K_n(n, w, x, out, NT, 1)
 #define Q6K_NT(NT) q6_K_n(n, w, x, out, NT)
+DEFINE_DOT1(vec_dot_q2_K, Q2K_NT)
+DEFINE_DOT1(vec_dot_q3_K, Q3K_NT)
+DEFINE_DOT1(vec_dot_q4_K, Q4K_NT)
+DEFINE_DOT1(vec_dot_q5_K, Q5K_NT)
+DEFINE_DOT1(vec_dot_q6_K, Q6K_NT)
 DEFINE_DOTN(vec_dotn_q2_K, Q2K_NT)
 DEFINE_DOTN(vec_dotn_q3_K, Q3K_NT)
 DEFINE_DOTN(vec_dotn_q4_K, Q4K_NT)
