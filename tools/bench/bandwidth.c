@@ -48,9 +48,7 @@ typedef long long v8ll __attribute__((vector_size(64)));
 #define PF_PAGE(q, page_ahead)                                                                     \
     do {                                                                                           \
         if (page_ahead)                                                                            \
-            __builtin_prefetch((q) + ((page_ahead) - (((uintptr_t)(q) + (page_ahead)) &            \
-                                                      (PL_QUANT_PAGE_BYTES - 1))),                 \
-                               0, 1);                                                              \
+            __builtin_prefetch(pl_quant_page_line((q), (page_ahead)), 0, 1);                       \
     } while (0)
 
 /* Four independent XOR chains over 4 lines per iteration; with a prefetch, each iteration

@@ -58,9 +58,8 @@ extern struct pl_quant_prefetch pl_quant_x86_pf;
  * are the same on every call of a process. */
 static inline __attribute__((always_inline)) void pl_x86_pf_lines(const char *p, int lines) {
     const uintptr_t a = pl_quant_x86_pf.page_ahead;
-    if (a) /* p + a rounded down to its page */
-        PL_X86_PF_BLOCK(1, "prefetcht2",
-                        p + (a - (((uintptr_t)p + a) & (PL_QUANT_PAGE_BYTES - 1))));
+    if (a)
+        PL_X86_PF_BLOCK(1, "prefetcht2", pl_quant_page_line(p, a));
     if (pl_quant_x86_pf.hint == PL_QUANT_PF_NTA)
         PL_X86_PF_LINES("prefetchnta", p, lines);
     else

@@ -66,6 +66,11 @@ struct pl_quant_prefetch {
 };
 /* The page the touch starts: the hardware prefetchers' boundary and the smallest page. */
 #define PL_QUANT_PAGE_BYTES 4096u
+/* The line the page touch prefetches for a step whose lines start at p: p + page_ahead
+ * rounded down to its page (only an address to hint: it may lie past any mapping). */
+static inline const char *pl_quant_page_line(const char *p, uintptr_t page_ahead) {
+    return p + (page_ahead - (((uintptr_t)p + page_ahead) & (PL_QUANT_PAGE_BYTES - 1)));
+}
 /* The process's setting (decided on first use; thread-safe; never NULL). */
 const struct pl_quant_prefetch *pl_quant_prefetch(void);
 /* Parses a PICOLM_PREFETCH value into *out (hint and distances; source untouched), given the
