@@ -202,17 +202,42 @@ static uint64_t proc_status_bytes(const char *key) {
     return v;
 }
 
-/* bench_cpu_speeds() of the first n CPUs of *cpus (NULL: this thread's own), this thread's
- * affinity swapped for the measurement as in weights_bw. */
+/* Passes per read loop over the weights' copy (struct results' bw_w). A model that fits in
+ * the caches gets the caches' figure there: only the child's buffer is the memory's. */
+#define BW_W_PASSES 2
+
+/* The engine pinned this thread to one CPU, and threads it starts for a measurement would
+ * inherit that (all on one core): for the measurement this thread gets back the CPUs it had
+ * at the start (*cpus, NULL: unknown; the measurements pin their workers among them), and
+ * afterwards its engine CPU again (affinity_restore with *saved). True when it swapped. */
+static bool affinity_widen(const cpu_set_t *cpus, cpu_set_t *saved) {
+    return cpus && pthread_getaffinity_np(pthread_self(), sizeof(*saved), saved) == 0 &&
+           pthread_setaffinity_np(pthread_self(), sizeof(*cpus), cpus) == 0;
+}
+
+static void affinity_restore(bool swapped, const cpu_set_t *saved) {
+    if (swapped)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof(*saved), saved);
+}
+
+/* The read bandwidth of n threads over the weights' copy (bytes/s, <= 0 on failure), on the
+ * CPUs of the start (affinity_widen). */
+static double weights_bw(const struct pl_weights_info *wi, uint32_t n, const cpu_set_t *cpus) {
+    cpu_set_t mine;
+    const bool swap = n > 1 && affinity_widen(cpus, &mine);
+    const double bw = bench_bw_read(wi->base, wi->weight_bytes, n, BW_W_PASSES);
+    affinity_restore(swap, &mine);
+    return bw;
+}
+
+/* bench_cpu_speeds() of the first n CPUs of the start (affinity_widen); zeros on failure. */
 static void cpu_speeds(uint32_t n, const cpu_set_t *cpus, double *ret) {
     cpu_set_t mine;
-    const bool swap = cpus && pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) == 0 &&
-                      pthread_setaffinity_np(pthread_self(), sizeof(*cpus), cpus) == 0;
+    const bool swap = affinity_widen(cpus, &mine);
     if (bench_cpu_speeds(n, ret) < 0)
         for (uint32_t i = 0; i < n; i++)
             ret[i] = 0.0;
-    if (swap)
-        (void)pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+    affinity_restore(swap, &mine);
 }
 
 static void print_speeds(const char *key, const double *v, uint32_t n, bool json) {
@@ -220,26 +245,6 @@ static void print_speeds(const char *key, const double *v, uint32_t n, bool json
     for (uint32_t i = 0; i < n; i++)
         printf(json ? "%s%.3f" : "%s%.2f", i ? (json ? "," : " ") : "", v[i]);
     printf(json ? "]" : "");
-}
-
-/* Passes per read loop over the weights' copy (struct results' bw_w). A model that fits in
- * the caches gets the caches' figure there: only the child's buffer is the memory's. */
-#define BW_W_PASSES 2
-
-/* The read bandwidth of n threads over the weights' copy (bytes/s, <= 0 on failure). The
- * engine pinned this thread to one CPU, and the read loop's threads would inherit that (two
- * threads on one core): for the measurement this thread gets back the CPUs it had at the
- * start (*cpus, NULL: unknown; the read loop pins its workers among them), then its
- * engine CPU. */
-static double weights_bw(const struct pl_weights_info *wi, uint32_t n, const cpu_set_t *cpus) {
-    cpu_set_t mine;
-    const bool swap = n > 1 && cpus &&
-                      pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) == 0 &&
-                      pthread_setaffinity_np(pthread_self(), sizeof(*cpus), cpus) == 0;
-    const double bw = bench_bw_read(wi->base, wi->weight_bytes, n, BW_W_PASSES);
-    if (swap)
-        (void)pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
-    return bw;
 }
 
 struct results {
