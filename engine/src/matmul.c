@@ -62,6 +62,7 @@ static bool use_amx;
 #endif
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 static pl_mm_swiglu_fn swiglu = pl_mm_swiglu_scalar;
+static pl_mm_rmsnorm_fn rmsnorm = pl_mm_rmsnorm_scalar;
 static enum pl_mm_repack repack_mode = PL_MM_REPACK_AUTO;
 
 #ifdef PL_MM_HAVE_AMX
@@ -91,8 +92,10 @@ static void choose(void) {
     use_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") &&
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                  __builtin_cpu_supports("avx512vnni");
-    if (use_avx512)
+    if (use_avx512) {
         swiglu = pl_mm_swiglu_avx512;
+        rmsnorm = pl_mm_rmsnorm_avx512;
+    }
 #endif
 #ifdef PL_MM_HAVE_AMX
     use_amx = use_avx512 && pl_quant_env_allows("amx") && amx_usable();
@@ -205,6 +208,31 @@ void pl_mm_swiglu_scalar(float *out, const float *g, const float *u, size_t n) {
 void pl_mm_swiglu(float *out, const float *g, const float *u, size_t n) {
     (void)pthread_once(&choose_once, choose);
     swiglu(out, g, u, n);
+}
+
+/* ---- RMSNorm ---- */
+
+void pl_mm_rmsnorm_scalar(float *restrict y, const float *restrict x, const float *restrict w,
+                          uint32_t n, float eps) {
+    double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (uint32_t k = 0; k < 8; k++)
+            part[k] += (double)(x[i + k] * x[i + k]);
+    for (; i < n; i++)
+        part[i % 8] += (double)(x[i] * x[i]);
+    const double sum =
+        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (i = 0; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+void pl_mm_rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, uint32_t n,
+                   float eps) {
+    (void)pthread_once(&choose_once, choose);
+    rmsnorm(y, x, w, n, eps);
 }
 
 /* ---- Drivers ---- */
@@ -469,6 +497,37 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
             }
         }
     }
+}
+
+/* The decode path of w for one token (as prep_act in forward.c chooses it): true when the
+ * weight's tiled kernel decodes through vec_rows, false for the per-row dot products. */
+static bool decode_vec_rows(const struct pl_weight *w) {
+    const struct pl_mm_tile_kernel *tk = pl_mm_weight_kernel(w);
+    if (tk && tk->dec)
+        tk = tk->dec;
+    return tk && tk->vec_rows;
+}
+
+uint32_t pl_mm_decode_spans(const struct pl_weight *w, const struct pl_weight *up, uint32_t n_tok,
+                            uint32_t r_lo, uint32_t r_hi, size_t budget, struct pl_mm_span *spans) {
+    if (r_lo >= r_hi)
+        return 0;
+    const uint32_t ns = decode_streams(n_tok, r_lo, r_hi);
+    /* one stream through the tiled kernel's SwiGLU: (up to) SWIGLU_ROWS rows of the gate first */
+    const bool blocks = up && ns == 1 && decode_vec_rows(w);
+    const uint32_t per = up && !blocks ? 2 : 1; /* streams per part */
+    const uint32_t part = (r_hi - r_lo + ns - 1) / ns;
+    const size_t each = budget / (ns * per);
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < ns; k++) {
+        uint32_t lo;
+        const uint32_t nr = part_rows(r_lo, r_hi, part, k, 0, blocks ? SWIGLU_ROWS : part, &lo);
+        const size_t len = PL_MIN(each, (size_t)nr * w->row_bytes);
+        for (uint32_t j = 0; j < per && len; j++)
+            spans[n++] = (struct pl_mm_span){
+                (const uint8_t *)(j ? up : w)->data + (size_t)lo * w->row_bytes, len};
+    }
+    return n;
 }
 
 void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight *up,

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pl/engine_quant.h"
+
 struct pl_weight;
 
 #define PL_MM_TILE 16u         /* tokens per activation tile */
@@ -148,6 +150,21 @@ void pl_mm_swiglu(float *out, const float *g, const float *u, size_t n);
 /* The portable reference: expf from libm. */
 void pl_mm_swiglu_scalar(float *out, const float *g, const float *u, size_t n);
 
+/* y[i] = (x[i] * scale) * w[i] for i < n, scale = 1 / sqrtf(mean + eps), mean the float of
+ * the double sum of the float squares x[i]^2 over n: ggml_rms_norm followed by ggml_mul. The
+ * sum runs in 8 partial sums (part k takes the elements i = k mod 8, in order), added as
+ * ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)): one chain of n additions, as ggml
+ * writes it, was the costliest part of the norms in a decode step; the order differs from
+ * ggml's only in double rounding, far below the float mean's. Every path computes the same
+ * bits (the partial sums are a vector's lanes). */
+typedef void (*pl_mm_rmsnorm_fn)(float *restrict y, const float *restrict x,
+                                 const float *restrict w, uint32_t n, float eps);
+void pl_mm_rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, uint32_t n,
+                   float eps);
+/* The portable reference. */
+void pl_mm_rmsnorm_scalar(float *restrict y, const float *restrict x, const float *restrict w,
+                          uint32_t n, float eps);
+
 #ifdef PL_MM_HAVE_AVX512
 /* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
  * the CPU has AVX-512 F/BW/VL/VNNI. */
@@ -156,6 +173,9 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
  * (within a few ulp of the reference where the result is a normal float; the tail of n by
  * masked loads, so each element takes the same operations wherever it lies). */
 void pl_mm_swiglu_avx512(float *out, const float *g, const float *u, size_t n);
+/* pl_mm_rmsnorm with AVX-512F: the 8 partial sums in the lanes of one vector of doubles. */
+void pl_mm_rmsnorm_avx512(float *restrict y, const float *restrict x, const float *restrict w,
+                          uint32_t n, float eps);
 #endif
 #ifdef PL_MM_HAVE_AMX
 /* engine/arch/x86/matmul_amx.c: its kernel for a weight type, or NULL; init links the
@@ -192,5 +212,22 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
 void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight *up,
                            const struct pl_mm_act *act, float *out, size_t out_stride,
                            uint32_t r_lo, uint32_t r_hi);
+
+/* A run of weight bytes. */
+struct pl_mm_span {
+    const uint8_t *p;
+    size_t len;
+};
+
+/* Most spans pl_mm_decode_spans() returns: a gate and an up stream per part. */
+#define PL_MM_DECODE_SPANS (2u * PL_QUANT_STREAMS_MAX)
+
+/* The weight bytes a decode of n_tok (< PL_MM_MIN_TILED_TOK) tokens over rows [r_lo, r_hi)
+ * of w reads first (pl_matmul_rows, or with up pl_matmul_swiglu_rows), budget bytes in all:
+ * the start of each stream it reads at once (one per part of the row range; gate and up each
+ * where the kernel takes them row by row in turn), into spans. Returns the number of spans.
+ * For warming the caches ahead of the product (forward.c). */
+uint32_t pl_mm_decode_spans(const struct pl_weight *w, const struct pl_weight *up, uint32_t n_tok,
+                            uint32_t r_lo, uint32_t r_hi, size_t budget, struct pl_mm_span *spans);
 
 #endif

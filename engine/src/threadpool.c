@@ -59,14 +59,19 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 }
 
 /* Wait until w->word != val, yielding the CPU at each look after pause_ns of spinning
- * (SPIN_NS: never). On return the caller has acquired the store that changed it. */
-static void waitword_wait_ne(struct waitword *w, uint32_t val, uint64_t pause_ns) {
+ * (SPIN_NS: never); while idle(arg) returns true, it runs instead of the pause at each look
+ * (idle may be NULL). On return the caller has acquired the store that changed it. */
+static void waitword_wait_ne(struct waitword *w, uint32_t val, uint64_t pause_ns,
+                             pl_threadpool_idle_fn idle, void *arg) {
     uint64_t t0 = 0;
     bool yielding = false;
     for (uint32_t i = 1;; i++) {
         /* Acquire: pairs with the seq_cst (hence release) increment in waitword_bump(). */
         if (atomic_load_explicit(&w->word, memory_order_acquire) != val)
             return;
+        if (idle && idle(arg))
+            continue; /* no clock while there is work: a piece is far shorter than SPIN_NS */
+        idle = NULL;
         if (!yielding)
             pl_cpu_relax();
         else
@@ -131,6 +136,10 @@ struct pl_threadpool {
 };
 
 void pl_threadpool_barrier(struct pl_threadpool *p) {
+    pl_threadpool_barrier_idle(p, NULL, NULL);
+}
+
+void pl_threadpool_barrier_idle(struct pl_threadpool *p, pl_threadpool_idle_fn idle, void *arg) {
     uint32_t nth = p->n_threads;
     if (nth == 1)
         return;
@@ -150,7 +159,7 @@ void pl_threadpool_barrier(struct pl_threadpool *p) {
         waitword_bump(&p->phase);
         return;
     }
-    waitword_wait_ne(&p->phase, ph, SPIN_NS);
+    waitword_wait_ne(&p->phase, ph, SPIN_NS, idle, arg);
 }
 
 static void *worker_main(void *argp) {
@@ -160,7 +169,8 @@ static void *worker_main(void *argp) {
 
     for (;;) {
         waitword_wait_ne(&p->dispatch, seen,
-                         atomic_load_explicit(&p->dispatch_pause_ns, memory_order_relaxed));
+                         atomic_load_explicit(&p->dispatch_pause_ns, memory_order_relaxed), NULL,
+                         NULL);
         /* A new run can only start after this worker passed the previous run's final
          * barrier, so the generation moved by exactly one. */
         seen++;

@@ -49,4 +49,13 @@ void pl_threadpool_run(struct pl_threadpool *p, pl_threadpool_fn fn, void *arg);
  * the same number of times in one run. */
 void pl_threadpool_barrier(struct pl_threadpool *p);
 
+/* Work for a thread waiting at a barrier: one short piece per call (well under a
+ * microsecond: the wait looks at the barrier between pieces), true while more is left. */
+typedef bool (*pl_threadpool_idle_fn)(void *arg);
+
+/* pl_threadpool_barrier(), and while this thread waits for the others, idle(arg) until it
+ * returns false (NULL: none). The last thread to arrive leaves at once: idle may not run at
+ * all, or stop at any piece. */
+void pl_threadpool_barrier_idle(struct pl_threadpool *p, pl_threadpool_idle_fn idle, void *arg);
+
 #endif

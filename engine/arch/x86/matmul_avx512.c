@@ -1665,3 +1665,27 @@ void pl_mm_swiglu_avx512(float *out, const float *g, const float *u, size_t n) {
         _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
+
+/* The scalar reference's operations lane by lane: part k is lane k, the tail's missing lanes
+ * add +0.0 (a no-op on sums of squares, which start at +0.0), and the same additions combine
+ * the lanes in the same order. */
+void pl_mm_rmsnorm_avx512(float *restrict y, const float *restrict x, const float *restrict w,
+                          uint32_t n, float eps) {
+    __m512d part = _mm512_setzero_pd();
+    for (uint32_t i = 0; i < n; i += 8) {
+        const __mmask8 m = n - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - i)) - 1);
+        const __m256 v = _mm256_maskz_loadu_ps(m, x + i);
+        part = _mm512_add_pd(part, _mm512_cvtps_pd(_mm256_mul_ps(v, v)));
+    }
+    /* (p0 + p4, p1 + p5, p2 + p6, p3 + p7), then ((p0 + p4) + (p2 + p6), (p1 + p5) + (p3 + p7)) */
+    const __m256d a = _mm256_add_pd(_mm512_castpd512_pd256(part), _mm512_extractf64x4_pd(part, 1));
+    const __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    const double sum = _mm_cvtsd_f64(b) + _mm_cvtsd_f64(_mm_unpackhi_pd(b, b));
+    const float mean = (float)(sum / n);
+    const __m512 scale = _mm512_set1_ps(1.0f / sqrtf(mean + eps));
+    for (uint32_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), scale);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i)));
+    }
+}

@@ -501,6 +501,100 @@ static void test_packed_weights_bit_identical(void **state) {
         assert_true(n_packed >= 2 * sizeof(k_shapes) / sizeof(k_shapes[0]));
 }
 
+/* pl_mm_rmsnorm (the AVX-512 kernel on CPUs with it) gives the bits of the scalar reference:
+ * every length 1..67 (each tail), the model widths, values small and large (float squares
+ * that overflow to infinity), a zero vector (the scale is then 1 / sqrt(eps)). */
+static void test_rmsnorm_bits(void **state) {
+    (void)state;
+    enum { N = 5632 };
+    float *x = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * N);
+    float *want = malloc(sizeof(float) * (N + 1)), *got = malloc(sizeof(float) * (N + 1));
+    assert_non_null(x);
+    assert_non_null(w);
+    assert_non_null(want);
+    assert_non_null(got);
+    const uint32_t widths[] = {2048, 4096, 5632, 896, 3000};
+    for (int rep = 0; rep < 24; rep++) {
+        const float scale = rep % 4 == 0   ? 1e-3f
+                            : rep % 4 == 1 ? 1.0f
+                            : rep % 4 == 2 ? 300.0f
+                                           : 3e19f;
+        for (uint32_t i = 0; i < N; i++) {
+            x[i] = rep == 5 ? 0.0f : frand() * scale;
+            w[i] = 1.0f + frand();
+        }
+        for (uint32_t k = 0; k < 67 + sizeof(widths) / sizeof(widths[0]); k++) {
+            const uint32_t n = k < 67 ? k + 1 : widths[k - 67];
+            want[n] = got[n] = -7.0f; /* past n: must stay */
+            pl_mm_rmsnorm_scalar(want, x, w, n, 1e-5f);
+            pl_mm_rmsnorm(got, x, w, n, 1e-5f);
+            assert_memory_equal(got, want, sizeof(float) * (n + 1));
+        }
+    }
+    free(x);
+    free(w);
+    free(want);
+    free(got);
+}
+
+/* pl_mm_decode_spans: within the rows decoded ([lo, hi) of w, and of up), budget bytes at
+ * most, the range's first row of w among them, and with several weight streams (the
+ * PICOLM_PREFETCH runs of this test) the first row of each part of the range, of w and of up. */
+static void test_decode_spans(void **state) {
+    (void)state;
+    const uint32_t ns_set = pl_quant_prefetch()->streams;
+    const uint32_t types[] = {PL_GGML_TYPE_Q4_K, PL_GGML_TYPE_Q4_0, PL_GGML_TYPE_Q8_0};
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        struct mat g, u;
+        mat_make(&g, types[ti], 512, 700);
+        mat_make(&u, types[ti], 512, 700);
+        const size_t rb = g.w.row_bytes;
+        const uint32_t ranges[][2] = {{0, 700}, {16, 48}, {100, 101}, {640, 700}, {5, 5}};
+        const size_t budgets[] = {1 << 20, 4096, 100};
+        for (size_t ri = 0; ri < sizeof(ranges) / sizeof(ranges[0]); ri++)
+            for (size_t bi = 0; bi < sizeof(budgets) / sizeof(budgets[0]); bi++)
+                for (int with_up = 0; with_up < 2; with_up++) {
+                    const uint32_t lo = ranges[ri][0], hi = ranges[ri][1];
+                    struct pl_mm_span sp[PL_MM_DECODE_SPANS];
+                    const uint32_t n =
+                        pl_mm_decode_spans(&g.w, with_up ? &u.w : NULL, 1, lo, hi, budgets[bi], sp);
+                    assert_true(n <= PL_MM_DECODE_SPANS);
+                    if (lo == hi) {
+                        assert_int_equal(n, 0);
+                        continue;
+                    }
+                    const uint32_t ns = ns_set > 1 && hi - lo >= ns_set * 16 ? ns_set : 1;
+                    const uint32_t part = (hi - lo + ns - 1) / ns;
+                    size_t total = 0;
+                    bool first_g[PL_QUANT_STREAMS_MAX] = {false}, first_u = false;
+                    for (uint32_t i = 0; i < n; i++) {
+                        total += sp[i].len;
+                        const bool in_g = sp[i].p >= g.data + (size_t)lo * rb &&
+                                          sp[i].p + sp[i].len <= g.data + (size_t)hi * rb;
+                        const bool in_u = with_up && sp[i].p >= u.data + (size_t)lo * rb &&
+                                          sp[i].p + sp[i].len <= u.data + (size_t)hi * rb;
+                        assert_true(in_g || in_u);
+                        assert_true(sp[i].len > 0);
+                        for (uint32_t k = 0; k < ns; k++) {
+                            if (sp[i].p == g.data + (size_t)(lo + k * part) * rb)
+                                first_g[k] = true;
+                            if (k == 0 && with_up && sp[i].p == u.data + (size_t)lo * rb)
+                                first_u = true;
+                        }
+                    }
+                    assert_true(total <= budgets[bi]);
+                    if (budgets[bi] / (2 * ns) == 0)
+                        continue; /* too small a budget for a byte of each stream */
+                    for (uint32_t k = 0; k < ns; k++)
+                        assert_true(first_g[k]);
+                    if (ns > 1 && with_up) /* gate and up rows in turn */
+                        assert_true(first_u);
+                }
+        mat_free(&g);
+        mat_free(&u);
+    }
+}
+
 int main(void) {
     pl_quant_init();
     const struct CMUnitTest tests[] = {
@@ -509,6 +603,8 @@ int main(void) {
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_swiglu_elementwise),
         cmocka_unit_test(test_packed_weights_bit_identical),
+        cmocka_unit_test(test_rmsnorm_bits),
+        cmocka_unit_test(test_decode_spans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,10 +200,88 @@ static void test_threadpool_pin_modes(void **state) {
     assert_int_equal(ok, 1);
 }
 
+/* pl_threadpool_barrier_idle: a thread that waits runs idle between its looks at the barrier
+ * until idle returns false, then waits as before; a thread whose idle never runs out still
+ * leaves as soon as the last thread arrives (the run ends); the barrier orders the phases as
+ * the plain one does. Thread 0 arrives early (the others spin for 2 ms first), so its idle
+ * runs (when the OS lets it: the counts are bounds, not exact, on a loaded machine). */
+struct idle_state {
+    struct pl_threadpool *pool;
+    uint32_t slot[MAX_T];
+    uint32_t errors[MAX_T];
+    uint32_t pieces[MAX_T];     /* idle calls that returned true */
+    uint32_t calls[MAX_T];      /* all idle calls */
+    uint32_t in_wait[MAX_T];    /* pieces in the current wait */
+    bool done[MAX_T];           /* idle said done in the current wait */
+    uint32_t after_done[MAX_T]; /* calls after that, in the same wait */
+    uint32_t limit;             /* pieces before idle says it is done; 0: never done */
+};
+
+struct idle_arg {
+    struct idle_state *s;
+    uint32_t ith;
+};
+
+static bool idle_piece(void *arg) {
+    struct idle_arg *a = arg;
+    struct idle_state *s = a->s;
+    s->calls[a->ith]++;
+    if (s->done[a->ith])
+        s->after_done[a->ith]++;
+    if (s->limit && s->in_wait[a->ith] >= s->limit) {
+        s->done[a->ith] = true;
+        return false;
+    }
+    s->in_wait[a->ith]++;
+    s->pieces[a->ith]++;
+    return true;
+}
+
+static void idle_phases(void *arg, uint32_t ith, uint32_t nth) {
+    struct idle_state *s = arg;
+    struct idle_arg a = {s, ith};
+    for (uint32_t k = 1; k <= 20; k++) {
+        s->slot[ith] = k;
+        if (ith != 0)
+            busy_wait_ns(2000000);
+        s->in_wait[ith] = 0;
+        s->done[ith] = false;
+        pl_threadpool_barrier_idle(s->pool, idle_piece, &a);
+        for (uint32_t j = 0; j < nth; j++)
+            if (s->slot[j] != k)
+                s->errors[ith]++;
+        pl_threadpool_barrier_idle(s->pool, NULL, NULL);
+    }
+}
+
+static void test_threadpool_barrier_idle(void **state) {
+    (void)state;
+    for (uint32_t n = 1; n <= 3; n++)
+        for (uint32_t limit = 0; limit <= 50; limit += 50) {
+            struct idle_state s;
+            memset(&s, 0, sizeof(s));
+            s.limit = limit;
+            assert_int_equal(pl_threadpool_new(n, PL_THREADPOOL_PIN_NONE, &s.pool), 0);
+            pl_threadpool_run(s.pool, idle_phases, &s);
+            for (uint32_t i = 0; i < n; i++)
+                assert_int_equal(s.errors[i], 0);
+            for (uint32_t i = 0; i < n; i++) {
+                assert_int_equal(s.after_done[i], 0); /* never called again once done */
+                assert_true(s.pieces[i] <= (limit ? 20 * limit : UINT32_MAX));
+            }
+            if (n == 1) /* nobody to wait for: idle never runs */
+                assert_int_equal(s.calls[0], 0);
+            else /* thread 0 waited about 2 ms at each of 20 barriers */
+                assert_true(s.pieces[0] > 0);
+            pl_threadpool_free(s.pool);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threadpool_runs_every_thread_once),
         cmocka_unit_test(test_threadpool_barrier_orders_phases),
+        cmocka_unit_test(test_threadpool_barrier_idle),
         cmocka_unit_test(test_threadpool_no_lost_wakeups),
         cmocka_unit_test(test_threadpool_no_lost_wakeups_idle_yield),
         cmocka_unit_test(test_threadpool_rejects_bad_arguments),
