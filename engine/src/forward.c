@@ -142,6 +142,18 @@ static inline bool is_private(uint32_t n_tok) {
     return n_tok < PL_MM_MIN_TILED_TOK;
 }
 
+/* Ask for the lines of the n floats at p all at once. A private batch's inputs (the residual
+ * x, the attention output, silu(gate) * up) were written by every thread, each its rows, and
+ * the norm weights were last read a step ago (long evicted by the weight stream): a loop
+ * that walks them waits for each line from the other core's cache or from memory in turn.
+ * Zen 5 VM, TinyLlama at 2 threads, on every other decode step of a run: steps 1.4-2.8%
+ * shorter in 6 of 7 runs (Q4_K_M, Q4_0, Q8_0), 0.5% longer in one; at 1 thread -0.6..+0.4%. */
+static void prefetch_floats(const float *p, size_t n) {
+    const uintptr_t e = (uintptr_t)(p + n);
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < e; a += 64)
+        __builtin_prefetch((const void *)a, 0, 3);
+}
+
 /* The rows a thread normalizes for a batch of n: its share [lo, hi) of c->xb, or (private)
  * all of them into its own buffer. Returns the buffer. */
 static float *norm_rows(struct pl_ctx *c, const float *w, uint32_t n, uint32_t lo, uint32_t hi,
@@ -152,6 +164,8 @@ static float *norm_rows(struct pl_ctx *c, const float *w, uint32_t n, uint32_t l
         dst = c->th_xb + (size_t)ith * PRIV * n_embd;
         lo = 0;
         hi = n;
+        prefetch_floats(c->x, (size_t)n * n_embd);
+        prefetch_floats(w, n_embd);
     }
     for (uint32_t t = lo; t < hi; t++)
         pl_mm_rmsnorm(dst + (size_t)t * n_embd, c->x + (size_t)t * n_embd, w, n_embd,
@@ -193,6 +207,8 @@ static void prep_act(struct pl_ctx *c, const struct pl_weight *w, const float *s
             ret->stride = src_stride * sizeof(float);
             return;
         }
+        for (uint32_t t = 0; t < n_tok; t++)
+            prefetch_floats(src + (size_t)t * src_stride, w->n_cols);
         for (uint32_t t = 0; t < n_tok; t++) {
             uint8_t *xt = xq + (size_t)t * c->xq_stride;
             w->vk->from_f32(src + (size_t)t * src_stride, xt, w->n_cols);
