@@ -400,6 +400,8 @@ static bool warm_piece(void *arg) {
                     w->ith, w->nth, &sh);
         share_first(&sh, &lo, &hi);
         w->n = pl_mm_decode_spans(w->w, w->up, w->n_tok, lo, hi, WARM_BYTES, w->span);
+        for (uint32_t i = 0; i < w->n; i++) /* WARM_BYTES in all */
+            w->span[i].len = PL_MIN(w->span[i].len, WARM_BYTES / w->n);
         w->ready = true;
     }
     for (uint32_t k = 0; k < w->n; k++, w->i = (w->i + 1) % w->n) {

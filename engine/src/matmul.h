@@ -223,11 +223,12 @@ struct pl_mm_span {
 #define PL_MM_DECODE_SPANS (2u * PL_QUANT_STREAMS_MAX)
 
 /* The weight bytes a decode of n_tok (< PL_MM_MIN_TILED_TOK) tokens over rows [r_lo, r_hi)
- * of w reads first (pl_matmul_rows, or with up pl_matmul_swiglu_rows), budget bytes in all:
- * the start of each stream it reads at once (one per part of the row range; gate and up each
- * where the kernel takes them row by row in turn), into spans. Returns the number of spans.
- * For warming the caches ahead of the product (forward.c). */
+ * of w reads first (pl_matmul_rows, or with up pl_matmul_swiglu_rows): the start of each
+ * stream it reads at once (one per part of the row range; gate and up each where the kernel
+ * takes them row by row in turn), up to per_stream bytes of each, into spans. Returns the
+ * number of spans. For warming the caches ahead of the loads. */
 uint32_t pl_mm_decode_spans(const struct pl_weight *w, const struct pl_weight *up, uint32_t n_tok,
-                            uint32_t r_lo, uint32_t r_hi, size_t budget, struct pl_mm_span *spans);
+                            uint32_t r_lo, uint32_t r_hi, size_t per_stream,
+                            struct pl_mm_span *spans);
 
 #endif
