@@ -142,16 +142,15 @@ static inline bool is_private(uint32_t n_tok) {
     return n_tok < PL_MM_MIN_TILED_TOK;
 }
 
-/* Ask for the lines of the n floats at p all at once. A private batch's inputs (the residual
- * x, the attention output, silu(gate) * up) were written by every thread, each its rows, and
- * the norm weights were last read a step ago (long evicted by the weight stream): a loop
- * that walks them waits for each line from the other core's cache or from memory in turn.
- * Zen 5 VM, TinyLlama at 2 threads, on every other decode step of a run: steps 1.4-2.8%
- * shorter in 6 of 7 runs (Q4_K_M, Q4_0, Q8_0), 0.5% longer in one; at 1 thread -0.6..+0.4%. */
+/* A private batch asks for the lines of its input vectors (and the norm weights) at once
+ * before a loop walks them: the residual x, the attention output and silu(gate) * up were
+ * written by every thread, each its rows, and the norm weights were last read a step ago (long
+ * evicted by the weight stream), so the walk would wait for each line from the other core's
+ * cache or from memory in turn. Zen 5 VM, TinyLlama at 2 threads, on every other decode step
+ * of a run: steps 1.4-2.8% shorter in 6 of 7 runs (Q4_K_M, Q4_0, Q8_0), 0.5% longer in one;
+ * at 1 thread -0.6..+0.4%. */
 static void prefetch_floats(const float *p, size_t n) {
-    const uintptr_t e = (uintptr_t)(p + n);
-    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < e; a += 64)
-        __builtin_prefetch((const void *)a, 0, 3);
+    pl_mm_prefetch(p, n * sizeof(float), 3);
 }
 
 /* The rows a thread normalizes for a batch of n: its share [lo, hi) of c->xb, or (private)
@@ -295,14 +294,26 @@ static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_
     ret->grain = (uint32_t)PL_MAX((GRAIN_BYTES + unit_bytes - 1) / unit_bytes, 1);
 }
 
-/* Claim units of segment i: from the back (another thread's segment) up to grain of them;
- * from the front (the owner) half of what is left, at least grain: the owner makes a
- * few large claims first and grain-sized ones at the end, where a thief may come. A claim is
- * a locked compare-and-swap, which waits for the core's loads in flight: at a claim per
- * grain they took ~4% of a 2-thread decode step (perf, TinyLlama Q4_K_M), about 140 ns each;
- * with quarters of what was left 1.0-1.6%, and with halves the kernels' share of the
- * step's samples rose by 0.7-2.1 points in each of 5 alternating runs (share_next and the
- * barrier waits 3.5-3.7% -> 2.9-3.0%). */
+/* The units a claim takes of a segment with `left` units left: from the back (another
+ * thread's segment) up to grain of them; from the front (the owner) half of what is left, at
+ * least grain: the owner makes a few large claims first and grain-sized ones at the end,
+ * where a thief may come. A claim is a locked compare-and-swap, which waits for the core's
+ * loads in flight: at a claim per grain they took ~4% of a 2-thread decode step (perf,
+ * TinyLlama Q4_K_M), about 140 ns each; with quarters of what was left 1.0-1.6%, and with
+ * halves the kernels' share of the step's samples rose by 0.7-2.1 points in each of 5
+ * alternating runs (share_next and the barrier waits 3.5-3.7% -> 2.9-3.0%). */
+static uint32_t claim_size(const struct mm_share *sh, bool front, uint32_t left) {
+    return PL_MIN(front ? PL_MAX(sh->grain, left / 2) : sh->grain, left);
+}
+
+/* The rows of the t units from unit a. */
+static void unit_rows(const struct mm_share *sh, uint32_t a, uint32_t t, uint32_t *ret_lo,
+                      uint32_t *ret_hi) {
+    *ret_lo = PL_MIN(a * ROWS_MIN, sh->n_rows);
+    *ret_hi = PL_MIN((a + t) * ROWS_MIN, sh->n_rows);
+}
+
+/* Claim claim_size() units of segment i, from its front or its back; false when it is empty. */
 static bool seg_claim(const struct mm_share *sh, uint32_t i, bool front, uint32_t *ret_lo,
                       uint32_t *ret_hi) {
     uint32_t u_lo, u_hi;
@@ -320,16 +331,14 @@ static bool seg_claim(const struct mm_share *sh, uint32_t i, bool front, uint32_
         }
         if (f + b >= len)
             return false;
-        t = PL_MIN(front ? PL_MAX(sh->grain, (len - f - b) / 2) : sh->grain, len - f - b);
+        t = claim_size(sh, front, len - f - b);
         nw = (uint64_t)sh->gen << 32 | (uint64_t)(front ? b : b + t) << 16 |
              (uint64_t)(front ? f + t : f);
         /* Relaxed: the barriers around each phase order the rows' writes and reads; the
          * word only arbitrates who computes which rows. */
     } while (!atomic_compare_exchange_weak_explicit(w, &old, nw, memory_order_relaxed,
                                                     memory_order_relaxed));
-    const uint32_t a = front ? u_lo + f : u_hi - b - t;
-    *ret_lo = a * ROWS_MIN;
-    *ret_hi = PL_MIN((a + t) * ROWS_MIN, sh->n_rows);
+    unit_rows(sh, front ? u_lo + f : u_hi - b - t, t, ret_lo, ret_hi);
     return true;
 }
 
@@ -343,9 +352,7 @@ static void share_first(const struct mm_share *sh, uint32_t *ret_lo, uint32_t *r
     }
     uint32_t u_lo, u_hi;
     split(sh->n_units, sh->ith, sh->nth, &u_lo, &u_hi);
-    const uint32_t t = PL_MIN(PL_MAX(sh->grain, (u_hi - u_lo) / 2), u_hi - u_lo);
-    *ret_lo = PL_MIN(u_lo * ROWS_MIN, sh->n_rows);
-    *ret_hi = PL_MIN((u_lo + t) * ROWS_MIN, sh->n_rows);
+    unit_rows(sh, u_lo, claim_size(sh, true, u_hi - u_lo), ret_lo, ret_hi);
 }
 
 static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) {
@@ -408,10 +415,8 @@ static bool warm_piece(void *arg) {
         const struct pl_mm_span *sp = &w->span[w->i];
         if (w->off[w->i] >= sp->len)
             continue;
-        const uint8_t *p = sp->p + w->off[w->i];
         const size_t n = PL_MIN((size_t)WARM_PIECE, sp->len - w->off[w->i]);
-        for (size_t o = 0; o < n; o += 64)
-            __builtin_prefetch(p + o, 0, 2);
+        pl_mm_prefetch(sp->p + w->off[w->i], n, 2);
         w->off[w->i] += n;
         w->i = (w->i + 1) % w->n;
         return true;

@@ -369,13 +369,12 @@ static void decode_prologue(const struct pl_weight *w, const struct pl_weight *u
     struct pl_mm_span sp[PL_MM_DECODE_SPANS];
     const uint32_t n =
         pl_mm_decode_spans(w, up, act->n_tok, r_lo, r_hi, vec ? pf->decode_bytes : pf->bytes, sp);
-    for (uint32_t i = 0; i < n; i++)
-        for (size_t o = 0; o < sp[i].len; o += 64) {
-            if (pf->hint == PL_QUANT_PF_NTA)
-                __builtin_prefetch(sp[i].p + o, 0, 0);
-            else
-                __builtin_prefetch(sp[i].p + o, 0, 3);
-        }
+    for (uint32_t i = 0; i < n; i++) {
+        if (pf->hint == PL_QUANT_PF_NTA)
+            pl_mm_prefetch(sp[i].p, sp[i].len, 0);
+        else
+            pl_mm_prefetch(sp[i].p, sp[i].len, 3);
+    }
 }
 
 void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
@@ -542,12 +541,11 @@ uint32_t pl_mm_decode_spans(const struct pl_weight *w, const struct pl_weight *u
     const bool blocks = up && ns == 1 && decode_vec_rows(w);
     const uint32_t per = up && !blocks ? 2 : 1; /* streams per part */
     const uint32_t part = (r_hi - r_lo + ns - 1) / ns;
-    const size_t each = per_stream;
     uint32_t n = 0;
     for (uint32_t k = 0; k < ns; k++) {
         uint32_t lo;
         const uint32_t nr = part_rows(r_lo, r_hi, part, k, 0, blocks ? SWIGLU_ROWS : part, &lo);
-        const size_t len = PL_MIN(each, (size_t)nr * w->row_bytes);
+        const size_t len = PL_MIN(per_stream, (size_t)nr * w->row_bytes);
         for (uint32_t j = 0; j < per && len; j++)
             spans[n++] = (struct pl_mm_span){
                 (const uint8_t *)(j ? up : w)->data + (size_t)lo * w->row_bytes, len};

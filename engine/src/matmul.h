@@ -213,6 +213,20 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                            const struct pl_mm_act *act, float *out, size_t out_stride,
                            uint32_t r_lo, uint32_t r_hi);
 
+/* Ask for every cache line of [p, p + len): __builtin_prefetch with locality 0 (NTA), 2 (L2)
+ * or 3 (T0), a constant where the caller's is. A hint: any address will do. */
+static inline void pl_mm_prefetch(const void *p, size_t len, int locality) {
+    const uintptr_t e = (uintptr_t)p + len;
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < e; a += 64) {
+        if (locality == 0)
+            __builtin_prefetch((const void *)a, 0, 0);
+        else if (locality == 2)
+            __builtin_prefetch((const void *)a, 0, 2);
+        else
+            __builtin_prefetch((const void *)a, 0, 3);
+    }
+}
+
 /* A run of weight bytes. */
 struct pl_mm_span {
     const uint8_t *p;
