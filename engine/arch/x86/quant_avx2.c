@@ -427,15 +427,19 @@ static float vec_dot_q8_0(int64_t n, const void *restrict w, const void *restric
 
 /* For the 16-element sub-blocks of Q2_K/Q3_K/Q6_K: a chunk of 32 consecutive elements k
  * (0..7) covers sub-blocks 2k and 2k+1; its int16 scale vector holds sc[2k] in the low
- * 128-bit lane and sc[2k+1] in the high one. sc16: the 16 scales as int16. */
-static inline __m256i chunk_scales(__m256i sc16, int k) {
-    static const uint8_t idx[4][2] = {{0, 2}, {4, 6}, {8, 10}, {12, 14}};
-    __m128i half = k < 4 ? _mm256_castsi256_si128(sc16) : _mm256_extracti128_si256(sc16, 1);
-    __m128i lo =
-        _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][0] | ((idx[k & 3][0] + 1) << 8))));
-    __m128i hi =
-        _mm_shuffle_epi8(half, _mm_set1_epi16((short)(idx[k & 3][1] | ((idx[k & 3][1] + 1) << 8))));
-    return _mm256_set_m128i(hi, lo);
+ * 128-bit lane and sc[2k+1] in the high one. sc8: the 16 scales as int8 in both 128-bit
+ * lanes; byte pairs (s, s) read as s * 257, shifted down arithmetically to s: two
+ * operations (extracting int16 pairs from the widened scales took four). */
+static inline __m256i chunk_scales8(__m256i sc8, int k) {
+    const __m256i idx = _mm256_setr_epi8(
+        (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k),
+        (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k),
+        (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k), (char)(2 * k + 1),
+        (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1),
+        (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1),
+        (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1),
+        (char)(2 * k + 1), (char)(2 * k + 1), (char)(2 * k + 1));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(sc8, idx), 8);
 }
 
 static inline int32_t hsum_epi32(__m256i v) {
@@ -464,6 +468,38 @@ static inline __m256i crumbs(__m256i q, int s) {
 #define K_NT_END                                                                                   \
     for (int t = 0; t < NT; t++)                                                                   \
     out[t] = sum[t]
+
+/* The row's float accumulators (acc: an array of NT vectors) sent to memory at the end of
+ * each super-block when there are many tokens: the 16 ymm registers then hold the integer
+ * sums and the unpacked weights of the next super-block instead of spilling them in the
+ * inner loop. Memory or register, the float operations are the same. */
+#define K_NT_PARK(acc)                                                                             \
+    do {                                                                                           \
+        if (NT > 2)                                                                                \
+            __asm__ volatile("" : "+m"(acc));                                                      \
+    } while (0)
+
+/* The 8 chunk scale vectors of a super-block (chunk_scales8): with many tokens made once
+ * before the tokens' loops and kept in memory (K_NT_PARK), where the multiply-adds read them
+ * as operands instead of holding them in registers; with one or two, made where used (K_CS:
+ * a store and a load per chunk cost the single token ~7%). */
+#define K_CHUNK_SCALES(cs, sc8)                                                                    \
+    do {                                                                                           \
+        if (NT > 2)                                                                                \
+            for (int k_ = 0; k_ < 8; k_++)                                                         \
+                (cs)[k_] = chunk_scales8((sc8), k_);                                               \
+        K_NT_PARK(cs);                                                                             \
+    } while (0)
+#define K_CS(cs, sc8, k) (NT > 2 ? (cs)[k] : chunk_scales8((sc8), (k)))
+
+/* Ends a chunk's multiply-adds with every token's integer sum in a register: without it GCC
+ * interleaves the chunks' loads and products across tokens and keeps the sums on the stack
+ * (vec_dotn of 8 tokens ~20% slower). Changes no result. */
+#define K_NT_HOLD(acc)                                                                             \
+    do {                                                                                           \
+        for (int t_ = 0; t_ < NT; t_++)                                                            \
+            __asm__("" : "+x"((acc)[t_]));                                                         \
+    } while (0)
 
 /* vec_dot: the same kernel with NT = 1. */
 #define DEFINE_DOT1(name, call)                                                                    \
@@ -507,10 +543,18 @@ static inline __attribute__((always_inline)) void
 q2_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q2_K *a = w;
     K_NT_BEGIN(pl_block_q8_K);
+    __m256 vs[PL_QUANT_DOTN_MAX], vm[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++) {
+        vs[t] = _mm256_setzero_ps();
+        vm[t] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 2);
         __m128i raw = load128(a[i].scales);
-        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        const __m128i sc = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+        const __m256i sc8 = _mm256_broadcastsi128_si256(sc);
+        __m256i cs[8];
+        K_CHUNK_SCALES(cs, sc8);
         __m256i m16 =
             _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         __m256i acc[PL_QUANT_DOTN_MAX];
@@ -520,20 +564,27 @@ q2_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
             __m256i q = load256(a[i].qs + 32 * h);
             for (int s = 0; s < 4; s++) {
                 int k = 4 * h + s;
-                const __m256i u = crumbs(q, s), cs = chunk_scales(sc16, k);
+                const __m256i u = crumbs(q, s);
                 for (int t = 0; t < NT; t++) {
                     __m256i p = _mm256_maddubs_epi16(u, load256(b[t][i].qs + 32 * k));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, cs));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, K_CS(cs, sc8, k)));
                 }
+                K_NT_HOLD(acc);
             }
         }
         const float d = h2f(a[i].d), dm = h2f(a[i].dmin);
         for (int t = 0; t < NT; t++) {
-            int32_t summ = hsum_epi32(_mm256_madd_epi16(m16, load256(b[t][i].bsums)));
-            float dall = b[t][i].d * d, dmin = b[t][i].d * dm;
-            sum[t] += dall * (float)hsum_epi32(acc[t]) - dmin * (float)summ;
+            const __m256i summ = _mm256_madd_epi16(m16, load256(b[t][i].bsums));
+            vs[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_set1_ps(b[t][i].d * d), vs[t]);
+            vm[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_set1_ps(b[t][i].d * dm), vm[t]);
         }
+        K_NT_PARK(vs);
+        K_NT_PARK(vm);
     }
+    for (int t = 0; t < NT; t++)
+        sum[t] = hsum_ps(vs[t]) - hsum_ps(vm[t]);
     K_NT_END;
 }
 
@@ -552,9 +603,16 @@ static inline __attribute__((always_inline)) void
 q3_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q3_K *a = w;
     K_NT_BEGIN(pl_block_q8_K);
+    __m256 vs[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++)
+        vs[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 2);
-        __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(a[i].scales));
+        const __m128i sc = q3k_scales(a[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+        const __m256i sc8 = _mm256_broadcastsi128_si256(sc);
+        __m256i cs[8];
+        K_CHUNK_SCALES(cs, sc8);
         /* q = low 2 bits | hmask bit << 2 (0..7), value q - 4: the -4 goes through bsums */
         __m256i acc[PL_QUANT_DOTN_MAX];
         for (int t = 0; t < NT; t++)
@@ -568,34 +626,33 @@ q3_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
                 int k = 4 * h + s;
                 __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, k), _mm256_set1_epi8(1));
                 const __m256i u = _mm256_or_si256(crumbs(q, s), _mm256_slli_epi16(hb, 2));
-                const __m256i cs = chunk_scales(sc16, k);
                 for (int t = 0; t < NT; t++) {
                     __m256i p = _mm256_maddubs_epi16(u, load256(b[t][i].qs + 32 * k));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, cs));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, K_CS(cs, sc8, k)));
                 }
+                K_NT_HOLD(acc);
             }
         }
         const float d = h2f(a[i].d);
         for (int t = 0; t < NT; t++)
-            sum[t] += (d * b[t][i].d) * (float)hsum_epi32(acc[t]);
+            vs[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_set1_ps(d * b[t][i].d), vs[t]);
+        K_NT_PARK(vs);
     }
+    for (int t = 0; t < NT; t++)
+        sum[t] = hsum_ps(vs[t]);
     K_NT_END;
 }
 
-/* sum_j m[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int32_t q4k_summ(uint64_t m8, const int16_t *bsums) {
-    __m128i bs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
-    return hsum_epi32_128(_mm_madd_epi16(bs, m16));
+/* The 8 sums bsums[2j] + bsums[2j+1] of a Q8_K block, as int16 in one vector. */
+static inline __m128i q8k_pair_sums(const int16_t *bsums) {
+    return _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
 }
 
-static inline float q45_K_finish(uint16_t d16, uint16_t dmin16, float bd, __m256i acc,
-                                 int32_t summ) {
-    float d = h2f(d16) * bd, dmin = h2f(dmin16) * bd;
-    return d * (float)hsum_epi32(acc) - dmin * (float)summ;
-}
-
-/* Q4_K (q5 = 0) or Q5_K (q5 = 1, its fifth bits from qh). */
+/* Q4_K (q5 = 0) or Q5_K (q5 = 1, its fifth bits from qh). Per token two float vectors carry
+ * the row across super-blocks: the scaled sums (8 lanes of int32 sub-block products, times
+ * d x the token's d) and the mins' term (4 lanes of mins x activation sums, times dmin x the
+ * token's d); they are summed across lanes once, at the row's end. */
 static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void *restrict w,
                                                           const void *const *x, float *out,
                                                           const int NT, const int q5) {
@@ -603,16 +660,29 @@ static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void 
     const size_t bb = q5 ? sizeof(struct pl_block_q5_K) : sizeof(struct pl_block_q4_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     K_NT_BEGIN(pl_block_q8_K);
+    __m256 vs[PL_QUANT_DOTN_MAX];
+    __m128 vm[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++) {
+        vs[t] = _mm256_setzero_ps();
+        vm[t] = _mm_setzero_ps();
+    }
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         const uint8_t *blk = a + (size_t)i * bb;
         /* d, dmin and the 12 scale bytes lead both layouts; Q5_K's qh, then qs, follow */
-        const uint16_t *dd = (const uint16_t *)(const void *)blk;
         const uint8_t *qs = blk + 16 + (q5 ? 32 : 0);
         pf(blk, 3);
         uint64_t sc8, m8;
         pl_q4k_scales_mins8(blk + 4, &sc8, &m8);
         __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
-        __m256i sc = _mm256_broadcastsi128_si256(sc16);
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+        /* sub-block j's scale in every int16 lane */
+        __m256i cs[8];
+        for (int j = 0; j < 8; j++)
+            cs[j] = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(sc16),
+                                        _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
+        K_NT_PARK(cs);
+        /* d and dmin as floats in lanes 0 and 1 */
+        const __m128 ddm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32(blk)));
         __m256i qh = q5 ? load256(blk + 16) : _mm256_setzero_si256();
         __m256i acc[PL_QUANT_DOTN_MAX];
         for (int t = 0; t < NT; t++)
@@ -627,31 +697,48 @@ static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void 
                 hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
                 qh = _mm256_srli_epi16(qh, 2);
             }
-            __m256i s_lo =
-                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g))));
-            __m256i s_hi =
-                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))));
             for (int t = 0; t < NT; t++) {
                 __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[t][i].qs + 64 * g));
                 __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[t][i].qs + 64 * g + 32));
-                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_lo, s_lo));
-                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_hi, s_hi));
+                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_lo, cs[2 * g]));
+                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_hi, cs[2 * g + 1]));
             }
+            K_NT_HOLD(acc);
         }
-        for (int t = 0; t < NT; t++)
-            sum[t] += q45_K_finish(dd[0], dd[1], b[t][i].d, acc[t], q4k_summ(m8, b[t][i].bsums));
+        for (int t = 0; t < NT; t++) {
+            const __m128 f = _mm_mul_ps(ddm, _mm_set1_ps(b[t][i].d)); /* d, dmin x token's d */
+            vs[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_broadcastss_ps(f), vs[t]);
+            const __m128i mins = _mm_madd_epi16(q8k_pair_sums(b[t][i].bsums), m16);
+            vm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_shuffle_ps(f, f, 0x55), vm[t]);
+        }
+        K_NT_PARK(vs);
+        K_NT_PARK(vm);
+    }
+    for (int t = 0; t < NT; t++) {
+        __m128 m = _mm_add_ps(vm[t], _mm_movehl_ps(vm[t], vm[t]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        sum[t] = hsum_ps(vs[t]) - _mm_cvtss_f32(m);
     }
     K_NT_END;
 }
 
+/* Per token a float vector carries the row across super-blocks (its 8 lanes summed once, at
+ * the row's end), as in q45_K_n. */
 static inline __attribute__((always_inline)) void
 q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q6_K *a = w;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
     K_NT_BEGIN(pl_block_q8_K);
+    __m256 vs[PL_QUANT_DOTN_MAX];
+    for (int t = 0; t < NT; t++)
+        vs[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         pf(&a[i], 4);
-        __m256i sc16 = _mm256_cvtepi8_epi16(load128(a[i].scales));
+        const __m128i raw = load128(a[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(raw);
+        const __m256i sc8 = _mm256_broadcastsi128_si256(raw);
+        __m256i cs[8];
+        K_CHUNK_SCALES(cs, sc8);
         __m256i acc[PL_QUANT_DOTN_MAX];
         /* q = 6 bits (0..63), value q - 32: the -32 goes through bsums */
         for (int t = 0; t < NT; t++)
@@ -672,17 +759,21 @@ q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
                                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
             for (int s = 0; s < 4; s++) {
                 int k = 4 * h + s;
-                const __m256i cs = chunk_scales(sc16, k);
                 for (int t = 0; t < NT; t++) {
                     __m256i p = _mm256_maddubs_epi16(u[s], load256(b[t][i].qs + 32 * k));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, cs));
+                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, K_CS(cs, sc8, k)));
                 }
+                K_NT_HOLD(acc);
             }
         }
         const float d = h2f(a[i].d);
         for (int t = 0; t < NT; t++)
-            sum[t] += (d * b[t][i].d) * (float)hsum_epi32(acc[t]);
+            vs[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_set1_ps(d * b[t][i].d), vs[t]);
+        K_NT_PARK(vs);
     }
+    for (int t = 0; t < NT; t++)
+        sum[t] = hsum_ps(vs[t]);
     K_NT_END;
 }
 
