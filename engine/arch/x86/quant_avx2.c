@@ -429,10 +429,6 @@ static inline __m256i chunk_scales8(__m256i sc8, int k) {
     return _mm256_srai_epi16(_mm256_shuffle_epi8(sc8, idx), 8);
 }
 
-static inline int32_t hsum_epi32(__m256i v) {
-    return hsum_epi32_128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
-
 /* The 2-bit field s (0..3) of the 32 bytes q: (q >> 2s) & 3. */
 static inline __m256i crumbs(__m256i q, int s) {
     return _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(3));
