@@ -44,16 +44,17 @@ _Static_assert(PRIV >= PL_MM_HALF && PRIV <= PL_QUANT_DOTN_MAX, "private batch s
 #define MM_PER_LAYER 7u
 #define MM_EXTRA 1u
 
-/* Work shares of one matrix product: the rows are split evenly into one segment per
- * thread, in units of ROWS_MIN rows. A thread walks its own segment from the front in
- * chunks of half of what is left, at least about GRAIN_BYTES of weights - one unbroken
- * weight stream, as a static split - and, when its segment is done, takes GRAIN_BYTES chunks
- * from the back of the others' segments, so a thread the OS or the memory system slowed down
- * gets help and all finish within a chunk of each other (a static split waits for the
- * slowest, whole-segment stealing for the last big chunk). Each segment's state is one
- * 64-bit word on its own cache line: the run generation (high half; a word of an older run
- * reads as untouched, so nothing is cleared per run) and the units taken from the front and
- * from the back. */
+/* Work shares of one matrix product: the rows are split into one segment per thread, in
+ * units of ROWS_MIN rows, at the run's cuts (pl_split in threadpool.h: equal at first, then
+ * following what each thread computed in the runs before). A thread walks its own segment
+ * from the front in chunks of half of what is left, at least about GRAIN_BYTES of weights -
+ * one unbroken weight stream, as a static split - and, when its segment is done, takes
+ * GRAIN_BYTES chunks from the back of the others' segments, so a thread the OS or the memory
+ * system slowed down gets help and all finish within a chunk of each other (a static split
+ * waits for the slowest, whole-segment stealing for the last big chunk). Each segment's state
+ * is one 64-bit word on its own cache line: the run generation (high half; a word of an older
+ * run reads as untouched, so nothing is cleared per run) and the units taken from the front
+ * and from the back. */
 #define ROWS_MIN 16u
 #define GRAIN_BYTES ((uint64_t)64 << 10)
 #define DYNAMIC_MIN_BYTES ((uint64_t)256 << 10) /* smaller matrices: a static split */
@@ -75,6 +76,13 @@ struct pl_ctx {
     const struct pl_quant_kernels *kv_k; /* kernels of the cache's element type */
     struct pl_attn attn;                 /* attention shapes, kernels, per-thread scratch */
     struct mm_counter *mm;               /* [n_mm][n_threads] segment words (see ROWS_MIN) */
+    /* The segments' cuts (threadpool.h's split): per kind of run (0: batched, 1: private,
+     * as the threads' speeds differ with the kernels) the shares [n_threads] and cuts
+     * [n_threads + 1]; this run's cuts; the weight bytes each thread computed this run. */
+    double *shares[2];
+    uint32_t *cuts[2];
+    const uint32_t *cut;
+    struct pl_split_done *done; /* [n_threads] */
     uint32_t n_mm;
     uint32_t gen; /* run generation, stamped in the segment words */
 
@@ -264,6 +272,9 @@ struct mm_share {
     uint32_t d;              /* segment (ith + d) % nth is claimed from: own first */
     uint32_t lo, hi;
     bool done;
+    const uint32_t *cut;        /* the run's segment cuts */
+    size_t row_bytes;           /* of the rows handed out */
+    struct pl_split_done *stat; /* this thread's work in the run */
 };
 
 static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_t row_bytes,
@@ -282,14 +293,17 @@ static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_
                              .done = false};
     if (nth == 1 || k >= c->n_mm)
         return; /* alone (or past the counters, impossible by construction): all rows */
-    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES || n_units / nth + 1 > SEG_UNITS_MAX) {
+    if ((uint64_t)n_rows * row_bytes < DYNAMIC_MIN_BYTES || n_units + 1 > SEG_UNITS_MAX) {
         /* Small matrices (tiny models): the cache lines bouncing between cores cost more
-         * than any imbalance. (Segments too long for the word: never for real vocabularies
-         * with a thread or more per 1M rows.) */
+         * than any imbalance. (Segments too long for the word - a segment may hold any
+         * share of the units: never for real vocabularies, below 1M rows.) */
         split_pairs(n_rows, ith, nth, &ret->lo, &ret->hi);
         return;
     }
     ret->seg = c->mm + (size_t)k * c->n_threads;
+    ret->cut = c->cut;
+    ret->row_bytes = row_bytes;
+    ret->stat = &c->done[ith];
     const uint64_t unit_bytes = (uint64_t)row_bytes * ROWS_MIN;
     ret->grain = (uint32_t)PL_MAX((GRAIN_BYTES + unit_bytes - 1) / unit_bytes, 1);
 }
@@ -317,7 +331,7 @@ static void unit_rows(const struct mm_share *sh, uint32_t a, uint32_t t, uint32_
 static bool seg_claim(const struct mm_share *sh, uint32_t i, bool front, uint32_t *ret_lo,
                       uint32_t *ret_hi) {
     uint32_t u_lo, u_hi;
-    split(sh->n_units, i, sh->nth, &u_lo, &u_hi);
+    pl_split_range(sh->n_units, sh->cut, i, &u_lo, &u_hi);
     const uint32_t len = u_hi - u_lo;
     _Atomic uint64_t *w = &sh->seg[i].w;
     uint64_t old = atomic_load_explicit(w, memory_order_relaxed), nw;
@@ -351,7 +365,7 @@ static void share_first(const struct mm_share *sh, uint32_t *ret_lo, uint32_t *r
         return;
     }
     uint32_t u_lo, u_hi;
-    split(sh->n_units, sh->ith, sh->nth, &u_lo, &u_hi);
+    pl_split_range(sh->n_units, sh->cut, sh->ith, &u_lo, &u_hi);
     unit_rows(sh, u_lo, claim_size(sh, true, u_hi - u_lo), ret_lo, ret_hi);
 }
 
@@ -366,8 +380,10 @@ static bool share_next(struct mm_share *sh, uint32_t *ret_lo, uint32_t *ret_hi) 
     }
     /* Own segment first, then the others' tails, each until it is empty. */
     for (; sh->d < sh->nth; sh->d++)
-        if (seg_claim(sh, (sh->ith + sh->d) % sh->nth, sh->d == 0, ret_lo, ret_hi))
+        if (seg_claim(sh, (sh->ith + sh->d) % sh->nth, sh->d == 0, ret_lo, ret_hi)) {
+            sh->stat->work += (uint64_t)(*ret_hi - *ret_lo) * sh->row_bytes;
             return true;
+        }
     return false;
 }
 
@@ -733,6 +749,11 @@ void pl_ctx_free(struct pl_ctx *c) {
     free(c->th_rope);
     pl_attn_done(&c->attn);
     free(c->mm);
+    free(c->done);
+    for (int k = 0; k < 2; k++) {
+        free(c->shares[k]);
+        free(c->cuts[k]);
+    }
     free(c->seq_count);
     free(c->out_rows);
     free(c);
@@ -851,11 +872,25 @@ int pl_ctx_new(struct pl_model *m, const struct pl_ctx_opts *opts, struct pl_ctx
             memset(p, 0, (size_t)c->n_mm * nt * sizeof(*c->mm));
         }
     }
+    {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, nt * sizeof(*c->done)) == 0) {
+            c->done = p;
+            memset(p, 0, nt * sizeof(*c->done));
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        c->shares[k] = alloc3(nt, 1, sizeof(double));
+        c->cuts[k] = alloc3(nt + 1, 1, sizeof(uint32_t));
+        if (c->shares[k] && c->cuts[k])
+            pl_split_reset(c->shares[k], c->cuts[k], (uint32_t)nt);
+    }
     c->seq_count = alloc3(o.n_seq, 1, sizeof(uint32_t));
     c->out_rows = alloc3(nb, 1, sizeof(uint32_t));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hg || !c->hu || !c->xq ||
-        !c->th_rope || !c->seq_count || !c->mm || !c->out_rows ||
-        (tile > 0 && (!c->tiles || !c->th_vec)) || !c->th_xb || !c->th_xq) {
+        !c->th_rope || !c->seq_count || !c->mm || !c->out_rows || !c->done || !c->shares[0] ||
+        !c->shares[1] || !c->cuts[0] || !c->cuts[1] || (tile > 0 && (!c->tiles || !c->th_vec)) ||
+        !c->th_xb || !c->th_xq) {
         r = -ENOMEM;
         goto fail;
     }
@@ -945,7 +980,13 @@ int pl_ctx_decode(struct pl_ctx *c, const struct pl_batch *b, float *out) {
          * words at creation are stale too. */
         if (++c->gen == 0)
             c->gen = 1;
+        /* This run's segment cuts, then the next one's from the work each thread did. */
+        const int kind = is_private(n) ? 1 : 0;
+        c->cut = c->cuts[kind];
+        for (uint32_t i = 0; i < c->n_threads; i++)
+            c->done[i].work = 0;
         pl_threadpool_run(c->pool, forward_thread, c);
+        pl_split_update(c->shares[kind], c->cuts[kind], c->done, c->n_threads);
         if (n_out)
             out += n_out * n_vocab;
     }

@@ -303,3 +303,43 @@ fail:
     pl_threadpool_free(p);
     return r;
 }
+
+/* ---- Shares that follow the threads' speeds ---- */
+
+static void split_cuts(const double *shares, uint32_t *cuts, uint32_t nth) {
+    double acc = 0.0;
+    cuts[0] = 0;
+    for (uint32_t i = 1; i < nth; i++) {
+        acc += shares[i - 1];
+        const double v = acc * PL_SPLIT_ONE + 0.5;
+        const uint32_t c = v >= PL_SPLIT_ONE ? PL_SPLIT_ONE : v <= 0.0 ? 0 : (uint32_t)v;
+        cuts[i] = c < cuts[i - 1] ? cuts[i - 1] : c;
+    }
+    cuts[nth] = PL_SPLIT_ONE;
+}
+
+void pl_split_reset(double *shares, uint32_t *cuts, uint32_t nth) {
+    for (uint32_t i = 0; i < nth; i++)
+        shares[i] = 1.0 / nth;
+    split_cuts(shares, cuts, nth);
+}
+
+void pl_split_update(double *shares, uint32_t *cuts, const struct pl_split_done *done,
+                     uint32_t nth) {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < nth; i++)
+        total += done[i].work;
+    if (total == 0)
+        return;
+    double sum = 0.0;
+    for (uint32_t i = 0; i < nth; i++) {
+        double s = shares[i] + PL_SPLIT_GAIN * ((double)done[i].work / (double)total - shares[i]);
+        s = s < PL_SPLIT_MIN / nth ? PL_SPLIT_MIN / nth : s;
+        s = s > PL_SPLIT_MAX / nth ? PL_SPLIT_MAX / nth : s;
+        shares[i] = s;
+        sum += s;
+    }
+    for (uint32_t i = 0; i < nth; i++)
+        shares[i] /= sum;
+    split_cuts(shares, cuts, nth);
+}

@@ -58,4 +58,41 @@ typedef bool (*pl_threadpool_idle_fn)(void *arg);
  * all, or stop at any piece. */
 void pl_threadpool_barrier_idle(struct pl_threadpool *p, pl_threadpool_idle_fn idle, void *arg);
 
+/* ---- Shares that follow the threads' speeds ----
+ *
+ * Work cut into one contiguous segment per thread (each thread takes its own, then steals
+ * from the others'), with the cuts moved after each run toward what each thread actually
+ * computed: a thread that stole grows its share, the one stolen from shrinks it. The cores
+ * of a VM often differ in speed for minutes at a time (one vCPU ran vector arithmetic 25-33%
+ * slower than the other on the Zen 5 VM), and with equal segments the faster thread steals
+ * a few chunks of every product, each a cold start of another weight stream. Each share moves
+ * PL_SPLIT_GAIN of the way to the thread's fraction of the run's work, and stays within
+ * [PL_SPLIT_MIN, PL_SPLIT_MAX] times an equal share. */
+#define PL_SPLIT_ONE 65536u /* cuts: 16-bit fixed point of the whole */
+#define PL_SPLIT_GAIN 0.25
+#define PL_SPLIT_MIN 0.6
+#define PL_SPLIT_MAX 1.4
+
+/* A thread's work in one run (any unit, the same for all threads), one cache line each. */
+struct pl_split_done {
+    uint64_t work;
+    uint8_t pad[56];
+};
+
+/* Equal shares[nth] and their cuts[nth + 1]. */
+void pl_split_reset(double *shares, uint32_t *cuts, uint32_t nth);
+
+/* After a run in which thread i did done[i].work: the shares and cuts move toward those
+ * fractions (no work at all: unchanged). */
+void pl_split_update(double *shares, uint32_t *cuts, const struct pl_split_done *done,
+                     uint32_t nth);
+
+/* Thread i's segment [*ret_lo, *ret_hi) of n units under cuts: the segments of i = 0 .. nth - 1
+ * are contiguous and cover [0, n). */
+static inline void pl_split_range(uint32_t n, const uint32_t *cuts, uint32_t i, uint32_t *ret_lo,
+                                  uint32_t *ret_hi) {
+    *ret_lo = (uint32_t)((uint64_t)n * cuts[i] / PL_SPLIT_ONE);
+    *ret_hi = (uint32_t)((uint64_t)n * cuts[i + 1] / PL_SPLIT_ONE);
+}
+
 #endif

@@ -4,6 +4,7 @@
  * (pausing or yielding) or sleep, bad arguments are refused. Run under TSan by the `threads` label.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -277,6 +278,97 @@ static void test_threadpool_barrier_idle(void **state) {
         }
 }
 
+/* ---- pl_split ---- */
+
+/* The segments of n units under cuts are contiguous, cover [0, n), and i's is about
+ * share i of n. */
+static void check_ranges(const double *shares, const uint32_t *cuts, uint32_t nth, uint32_t n) {
+    uint32_t prev_hi = 0;
+    assert_int_equal(cuts[0], 0);
+    assert_int_equal(cuts[nth], PL_SPLIT_ONE);
+    for (uint32_t i = 0; i < nth; i++) {
+        uint32_t lo, hi;
+        pl_split_range(n, cuts, i, &lo, &hi);
+        assert_int_equal(lo, prev_hi);
+        assert_true(hi >= lo);
+        const double want = shares[i] * n;
+        assert_true((double)(hi - lo) >= want - 2.0 && (double)(hi - lo) <= want + 2.0);
+        prev_hi = hi;
+    }
+    assert_int_equal(prev_hi, n);
+}
+
+static double share_sum(const double *s, uint32_t nth) {
+    double t = 0.0;
+    for (uint32_t i = 0; i < nth; i++)
+        t += s[i];
+    return t;
+}
+
+static void test_split_follows_work(void **state) {
+    (void)state;
+    enum { MAXT = 7 };
+    double sh[MAXT];
+    uint32_t cuts[MAXT + 1];
+    struct pl_split_done done[MAXT];
+    memset(done, 0, sizeof(done));
+
+    /* equal at first, for any thread count, and for any n */
+    for (uint32_t nth = 1; nth <= MAXT; nth++) {
+        pl_split_reset(sh, cuts, nth);
+        for (uint32_t n = 0; n < 200; n += 7)
+            check_ranges(sh, cuts, nth, n);
+        check_ranges(sh, cuts, nth, 65535);
+    }
+
+    /* two threads: no work leaves the shares alone; equal work keeps them equal */
+    pl_split_reset(sh, cuts, 2);
+    pl_split_update(sh, cuts, done, 2);
+    assert_true(sh[0] == 0.5 && sh[1] == 0.5);
+    done[0].work = done[1].work = 1000;
+    pl_split_update(sh, cuts, done, 2);
+    assert_true(sh[0] == 0.5 && sh[1] == 0.5);
+    assert_int_equal(cuts[1], PL_SPLIT_ONE / 2);
+
+    /* thread 1 did 60% (it stole): one step moves a quarter of the way */
+    done[0].work = 400;
+    done[1].work = 600;
+    pl_split_update(sh, cuts, done, 2);
+    assert_true(fabs(sh[0] - 0.475) < 1e-12 && fabs(sh[1] - 0.525) < 1e-12);
+    check_ranges(sh, cuts, 2, 10000);
+    /* ... and repeated, converges to the fraction */
+    for (int k = 0; k < 200; k++)
+        pl_split_update(sh, cuts, done, 2);
+    assert_true(fabs(sh[0] - 0.4) < 1e-9);
+    check_ranges(sh, cuts, 2, 12345);
+
+    /* a thread that does nothing keeps a floor share (PL_SPLIT_MIN of an equal one) */
+    done[0].work = 0;
+    done[1].work = 5000;
+    for (int k = 0; k < 200; k++)
+        pl_split_update(sh, cuts, done, 2);
+    assert_true(fabs(sh[0] - PL_SPLIT_MIN / 2) < 1e-9);
+    assert_true(fabs(share_sum(sh, 2) - 1.0) < 1e-12);
+    check_ranges(sh, cuts, 2, 777);
+
+    /* several threads: shares stay within the bounds, sum to 1, cuts ordered */
+    for (uint32_t nth = 3; nth <= MAXT; nth++) {
+        pl_split_reset(sh, cuts, nth);
+        for (int k = 0; k < 100; k++) {
+            for (uint32_t i = 0; i < nth; i++)
+                done[i].work =
+                    (uint64_t)((i * 7919u + (uint32_t)k * 104729u) % 1000u) * (i == 0 ? 10u : 1u);
+            pl_split_update(sh, cuts, done, nth);
+            assert_true(fabs(share_sum(sh, nth) - 1.0) < 1e-9);
+            for (uint32_t i = 0; i < nth; i++) {
+                assert_true(sh[i] >= PL_SPLIT_MIN / nth * 0.999);
+                assert_true(cuts[i] <= cuts[i + 1]);
+            }
+            check_ranges(sh, cuts, nth, 4096);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threadpool_runs_every_thread_once),
@@ -287,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_threadpool_rejects_bad_arguments),
         cmocka_unit_test(test_threadpool_free_without_runs),
         cmocka_unit_test(test_threadpool_pin_modes),
+        cmocka_unit_test(test_split_follows_work),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
