@@ -302,16 +302,40 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 ---- */
 
-/* (u - 8) . y of one Q4_0 block as u . y - 8 . y: each pair sum stays within int16. */
-static inline __m256i q4_0_dot(const struct pl_block_q4_0 *a, const struct pl_block_q8_0 *b) {
+/* The row's float accumulators (acc: an array of NT vectors) sent to memory at the end of
+ * each super-block when there are many tokens: the 16 ymm registers then hold the integer
+ * sums and the unpacked weights of the next super-block instead of spilling them in the
+ * inner loop. Memory or register, the float operations are the same. */
+#define K_NT_PARK(acc)                                                                             \
+    do {                                                                                           \
+        if (NT > 2)                                                                                \
+            __asm__ volatile("" : "+m"(acc));                                                      \
+    } while (0)
+
+/* The 32-element block types' integer dot products in two steps: the weight block's quants
+ * unpacked (once for all tokens in vec_dotn), then their products with one activation
+ * block, per int32 lane. Exact for every input byte. */
+struct b32u {
+    __m256i a, b;
+};
+
+/* Q4_0: (u - 8) . y as u . y - 8 . y (each pair sum stays within int16). */
+static inline struct b32u q4_0_u(const struct pl_block_q4_0 *a) {
+    return (struct b32u){nibbles32(a->qs), _mm256_setzero_si256()};
+}
+static inline __m256i q4_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
     __m256i y = load256(b->qs);
-    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(a->qs), y),
+    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u.a, y),
                                    _mm256_maddubs_epi16(_mm256_set1_epi8(8), y));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-static inline __m256i q4_1_dot(const struct pl_block_q4_1 *a, const struct pl_block_q8_1 *b) {
-    return mad_us(nibbles32(a->qs), load256(b->qs));
+/* Q4_1: u . y; the minimum goes through the Q8_1 sum. */
+static inline struct b32u q4_1_u(const struct pl_block_q4_1 *a) {
+    return (struct b32u){nibbles32(a->qs), _mm256_setzero_si256()};
+}
+static inline __m256i q4_1_du(struct b32u u, const struct pl_block_q8_1 *b) {
+    return mad_us(u.a, load256(b->qs));
 }
 
 /* The 5-bit quants of a Q5 block in element order. */
@@ -320,95 +344,159 @@ static inline __m256i q5_quants(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(nibbles32(qs), hi);
 }
 
-/* (u - 16) . y as u . y - 16 . y, as Q4_0. */
-static inline __m256i q5_0_dot(const struct pl_block_q5_0 *a, const struct pl_block_q8_0 *b) {
+/* Q5_0: (u - 16) . y as u . y - 16 . y, as Q4_0. */
+static inline struct b32u q5_0_u(const struct pl_block_q5_0 *a) {
+    return (struct b32u){q5_quants(a->qs, a->qh), _mm256_setzero_si256()};
+}
+static inline __m256i q5_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
     __m256i y = load256(b->qs);
-    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q5_quants(a->qs, a->qh), y),
+    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u.a, y),
                                    _mm256_maddubs_epi16(_mm256_set1_epi8(16), y));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-static inline __m256i q5_1_dot(const struct pl_block_q5_1 *a, const struct pl_block_q8_1 *b) {
-    return mad_us(q5_quants(a->qs, a->qh), load256(b->qs));
+static inline struct b32u q5_1_u(const struct pl_block_q5_1 *a) {
+    return (struct b32u){q5_quants(a->qs, a->qh), _mm256_setzero_si256()};
+}
+static inline __m256i q5_1_du(struct b32u u, const struct pl_block_q8_1 *b) {
+    return mad_us(u.a, load256(b->qs));
 }
 
-/* Sign-extended to 16 bits: exact for every int8 pair, -128 * -128 included (the
- * abs/sign trick with maddubs is not). */
-/* w . y of one Q8_0 block, exact for every byte pair (int16 products, int32 sums). */
-static inline __m256i q8_0_dot(const struct pl_block_q8_0 *a, const struct pl_block_q8_0 *b) {
-    __m256i w0 = _mm256_cvtepi8_epi16(load128(a->qs));
-    __m256i w1 = _mm256_cvtepi8_epi16(load128(a->qs + 16));
+/* Q8_0: w . y sign-extended to 16 bits: exact for every int8 pair, -128 * -128 included (the
+ * abs/sign trick with maddubs is not); int16 products, int32 sums. */
+static inline struct b32u q8_0_u(const struct pl_block_q8_0 *a) {
+    return (struct b32u){_mm256_cvtepi8_epi16(load128(a->qs)),
+                         _mm256_cvtepi8_epi16(load128(a->qs + 16))};
+}
+static inline __m256i q8_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
     __m256i y0 = _mm256_cvtepi8_epi16(load128(b->qs));
     __m256i y1 = _mm256_cvtepi8_epi16(load128(b->qs + 16));
-    return _mm256_add_epi32(_mm256_madd_epi16(w0, y0), _mm256_madd_epi16(w1, y1));
+    return _mm256_add_epi32(_mm256_madd_epi16(u.a, y0), _mm256_madd_epi16(u.b, y1));
 }
 
-/* The products of the fp16 values at w and x of 4 consecutive blocks (wb and xb bytes
- * apart), as 4 floats: the 8 halves gathered into two 64-bit words, converted by
- * one VCVTPH2PS each and multiplied at once (the same float products as one block at a
- * time). */
-static inline __m128 scales4(const uint8_t *w, size_t wb, const uint8_t *x, size_t xb) {
-    uint64_t hw = 0, hx = 0;
+/* The fp16 values at p of 4 consecutive blocks (stride bytes apart) as 4 floats: gathered
+ * into one 64-bit word and converted by one VCVTPH2PS. */
+static inline __m128 halves4(const uint8_t *p, size_t stride) {
+    uint64_t h = 0;
     for (int k = 0; k < 4; k++) {
-        uint16_t a, b;
-        memcpy(&a, w + k * wb, sizeof(a));
-        memcpy(&b, x + k * xb, sizeof(b));
-        hw |= (uint64_t)a << (16 * k);
-        hx |= (uint64_t)b << (16 * k);
+        uint16_t v;
+        memcpy(&v, p + k * stride, sizeof(v));
+        h |= (uint64_t)v << (16 * k);
     }
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)hw)),
-                      _mm_cvtph_ps(_mm_cvtsi64_si128((long long)hx)));
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
 }
 
-/* vec_dot of the 32-element block types: 4 blocks per iteration into four accumulators (one
- * chain would leave the FMA latency, 4 cycles, as the bound per block), their 4 scale
- * products made at once (scales4) and read back by broadcast loads, which take no vector
- * ALU: one block at a time, two conversions, a multiply and a broadcast per block had cost
- * about as much as its integer dot product (one core of the Zen 5 VM, L2-resident rows:
- * Q4_0 15.6 -> 18.6 GB/s, Q8_0 30.7 -> 33.8). With a minimum (Q4_1, Q5_1: MIN 1), m x s
- * of each block sums in a vector of 4 beside them. PF: lines prefetched per 4 blocks. */
-#define DEFINE_VEC_DOT32(name, WT, XT, dot, MIN, PF)                                               \
-    static float name(int64_t n, const void *restrict w, const void *restrict x) {                 \
+/* vec_dot / vec_dotn of the 32-element block types, NT tokens (1 .. PL_QUANT_DOTN_MAX,
+ * constant after inlining) against one weight row: per token 4 blocks per iteration into four
+ * accumulators (one chain would leave the FMA latency, 4 cycles, as the bound per block),
+ * their 4 scale products dw x dx made at once from the halves converted 4 at a time
+ * (halves4) and read back by broadcast loads, which take no vector ALU (one block at a time,
+ * two conversions, a multiply and a broadcast per block had cost about as much as its
+ * integer dot product: one core of the Zen 5 VM, L2-resident rows, Q4_0 15.6 -> 18.6 GB/s,
+ * Q8_0 30.7 -> 33.8). With a minimum (Q4_1, Q5_1: MIN 1), m x s of each block sums in a
+ * vector of 4 beside them. The weights' quants and halves are unpacked once for all tokens;
+ * per token the operations are vec_dot's, so vec_dotn gives each token vec_dot's bits. With
+ * more than two tokens the accumulators live in memory between blocks (K_NT_PARK).
+ * PF: lines prefetched per 4 blocks. */
+#define DEFINE_VEC_DOT32(name, WT, XT, unpack, dotu, MIN, PF)                                      \
+    static inline __attribute__((always_inline)) void name##_nt(                                   \
+        int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {       \
         const struct WT *a = w;                                                                    \
-        const struct XT *b = x;                                                                    \
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),            \
-                         _mm256_setzero_ps()};                                                     \
-        __m128 ms = _mm_setzero_ps();                                                              \
+        const struct XT *b[PL_QUANT_DOTN_MAX];                                                     \
+        __m256 acc[PL_QUANT_DOTN_MAX][4];                                                          \
+        __m128 ms[PL_QUANT_DOTN_MAX];                                                              \
+        float summ[PL_QUANT_DOTN_MAX];                                                             \
+        for (int t = 0; t < NT; t++) {                                                             \
+            b[t] = x[t];                                                                           \
+            for (int k = 0; k < 4; k++)                                                            \
+                acc[t][k] = _mm256_setzero_ps();                                                   \
+            ms[t] = _mm_setzero_ps();                                                              \
+            summ[t] = 0.0f;                                                                        \
+        }                                                                                          \
         const int64_t nb = n / 32;                                                                 \
         int64_t i = 0;                                                                             \
         assert(n % 32 == 0);                                                                       \
         for (; i + 4 <= nb; i += 4) {                                                              \
-            _Alignas(16) float sc[4];                                                              \
+            _Alignas(16) float sc[PL_QUANT_DOTN_MAX][4];                                           \
             pf(&a[i], (PF));                                                                       \
-            _mm_store_ps(sc, scales4((const uint8_t *)&a[i], sizeof(*a), (const uint8_t *)&b[i],   \
-                                     sizeof(*b)));                                                 \
-            if (MIN) /* m and s follow d in both blocks */                                         \
-                ms = _mm_add_ps(ms, scales4((const uint8_t *)&a[i] + 2, sizeof(*a),                \
-                                            (const uint8_t *)&b[i] + 2, sizeof(*b)));              \
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] =                           \
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot(&a[i + k], &b[i + k])),                     \
-                                _mm256_broadcast_ss(&sc[k]), acc[k]);                              \
+            const __m128 dw = halves4((const uint8_t *)&a[i], sizeof(*a));                         \
+            /* m and s follow d in both blocks */                                                  \
+            const __m128 mw = MIN ? halves4((const uint8_t *)&a[i] + 2, sizeof(*a)) : dw;          \
+            for (int t = 0; t < NT; t++) {                                                         \
+                _mm_store_ps(sc[t],                                                                \
+                             _mm_mul_ps(dw, halves4((const uint8_t *)&b[t][i], sizeof(*b[t]))));   \
+                if (MIN)                                                                           \
+                    ms[t] = _mm_add_ps(                                                            \
+                        ms[t],                                                                     \
+                        _mm_mul_ps(mw, halves4((const uint8_t *)&b[t][i] + 2, sizeof(*b[t]))));    \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                  \
+                const struct b32u u = unpack(&a[i + k]);                                           \
+                for (int t = 0; t < NT; t++)                                                       \
+                    acc[t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dotu(u, &b[t][i + k])),         \
+                                                _mm256_broadcast_ss(&sc[t][k]), acc[t][k]);        \
+                K_NT_PARK(acc);                                                                    \
+            }                                                                                      \
         }                                                                                          \
-        float summ = 0.0f;                                                                         \
         for (; i < nb; i++) {                                                                      \
-            const uint8_t *pa = (const uint8_t *)&a[i], *pb = (const uint8_t *)&b[i];              \
-            acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot(&a[i], &b[i])),                        \
-                                     _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc[0]);           \
-            if (MIN)                                                                               \
-                summ += h2f((uint16_t)(pa[2] | pa[3] << 8)) * h2f((uint16_t)(pb[2] | pb[3] << 8)); \
+            const uint8_t *pa = (const uint8_t *)&a[i];                                            \
+            const struct b32u u = unpack(&a[i]);                                                   \
+            for (int t = 0; t < NT; t++) {                                                         \
+                const uint8_t *pb = (const uint8_t *)&b[t][i];                                     \
+                acc[t][0] =                                                                        \
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dotu(u, &b[t][i])),                         \
+                                    _mm256_set1_ps(h2f(a[i].d) * h2f(b[t][i].d)), acc[t][0]);      \
+                if (MIN)                                                                           \
+                    summ[t] +=                                                                     \
+                        h2f((uint16_t)(pa[2] | pa[3] << 8)) * h2f((uint16_t)(pb[2] | pb[3] << 8)); \
+            }                                                                                      \
         }                                                                                          \
-        ms = _mm_add_ps(ms, _mm_movehl_ps(ms, ms));                                                \
-        summ += _mm_cvtss_f32(_mm_add_ss(ms, _mm_movehdup_ps(ms)));                                \
-        return hsum_ps(                                                                            \
-                   _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) +  \
-               summ;                                                                               \
+        for (int t = 0; t < NT; t++) {                                                             \
+            __m128 m = _mm_add_ps(ms[t], _mm_movehl_ps(ms[t], ms[t]));                             \
+            const float sm = summ[t] + _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));           \
+            out[t] = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                    \
+                                           _mm256_add_ps(acc[t][2], acc[t][3]))) +                 \
+                     sm;                                                                           \
+        }                                                                                          \
+    }                                                                                              \
+    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
+        const void *const x[1] = {x1};                                                             \
+        float r;                                                                                   \
+        name##_nt(n, w, x, &r, 1);                                                                 \
+        return r;                                                                                  \
+    }                                                                                              \
+    static void name##n(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,      \
+                        float *out) {                                                              \
+        switch (nx) {                                                                              \
+        case 8:                                                                                    \
+            name##_nt(n, w, x, out, 8);                                                            \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            name##_nt(n, w, x, out, 7);                                                            \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            name##_nt(n, w, x, out, 6);                                                            \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            name##_nt(n, w, x, out, 5);                                                            \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            name##_nt(n, w, x, out, 4);                                                            \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            name##_nt(n, w, x, out, 3);                                                            \
+            break;                                                                                 \
+        default:                                                                                   \
+            name##_nt(n, w, x, out, 2);                                                            \
+            break;                                                                                 \
+        }                                                                                          \
     }
 
-DEFINE_VEC_DOT32(vec_dot_q4_0, pl_block_q4_0, pl_block_q8_0, q4_0_dot, 0, 2)
-DEFINE_VEC_DOT32(vec_dot_q4_1, pl_block_q4_1, pl_block_q8_1, q4_1_dot, 1, 2)
-DEFINE_VEC_DOT32(vec_dot_q5_0, pl_block_q5_0, pl_block_q8_0, q5_0_dot, 0, 2)
-DEFINE_VEC_DOT32(vec_dot_q5_1, pl_block_q5_1, pl_block_q8_1, q5_1_dot, 1, 2)
-DEFINE_VEC_DOT32(vec_dot_q8_0, pl_block_q8_0, pl_block_q8_0, q8_0_dot, 0, 3)
+DEFINE_VEC_DOT32(vec_dot_q4_0, pl_block_q4_0, pl_block_q8_0, q4_0_u, q4_0_du, 0, 2)
+DEFINE_VEC_DOT32(vec_dot_q4_1, pl_block_q4_1, pl_block_q8_1, q4_1_u, q4_1_du, 1, 2)
+DEFINE_VEC_DOT32(vec_dot_q5_0, pl_block_q5_0, pl_block_q8_0, q5_0_u, q5_0_du, 0, 2)
+DEFINE_VEC_DOT32(vec_dot_q5_1, pl_block_q5_1, pl_block_q8_1, q5_1_u, q5_1_du, 1, 2)
+DEFINE_VEC_DOT32(vec_dot_q8_0, pl_block_q8_0, pl_block_q8_0, q8_0_u, q8_0_du, 0, 3)
 
 /* ---- K-quants ---- */
 
@@ -451,16 +539,6 @@ static inline __m256i crumbs(__m256i q, int s) {
 #define K_NT_END                                                                                   \
     for (int t = 0; t < NT; t++)                                                                   \
     out[t] = sum[t]
-
-/* The row's float accumulators (acc: an array of NT vectors) sent to memory at the end of
- * each super-block when there are many tokens: the 16 ymm registers then hold the integer
- * sums and the unpacked weights of the next super-block instead of spilling them in the
- * inner loop. Memory or register, the float operations are the same. */
-#define K_NT_PARK(acc)                                                                             \
-    do {                                                                                           \
-        if (NT > 2)                                                                                \
-            __asm__ volatile("" : "+m"(acc));                                                      \
-    } while (0)
 
 /* The 8 chunk scale vectors of a super-block (chunk_scales8): with many tokens made once
  * before the tokens' loops and kept in memory (K_NT_PARK), where the multiply-adds read them
@@ -786,10 +864,15 @@ void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;
     table[PL_GGML_TYPE_BF16].from_f32 = bf16_from_f32;
     table[PL_GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0;
+    table[PL_GGML_TYPE_Q4_0].vec_dotn = vec_dot_q4_0n;
     table[PL_GGML_TYPE_Q4_1].vec_dot = vec_dot_q4_1;
+    table[PL_GGML_TYPE_Q4_1].vec_dotn = vec_dot_q4_1n;
     table[PL_GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0;
+    table[PL_GGML_TYPE_Q5_0].vec_dotn = vec_dot_q5_0n;
     table[PL_GGML_TYPE_Q5_1].vec_dot = vec_dot_q5_1;
+    table[PL_GGML_TYPE_Q5_1].vec_dotn = vec_dot_q5_1n;
     table[PL_GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0;
+    table[PL_GGML_TYPE_Q8_0].vec_dotn = vec_dot_q8_0n;
     table[PL_GGML_TYPE_Q8_0].from_f32 = q8_0_from_f32;
     table[PL_GGML_TYPE_Q8_1].from_f32 = q8_1_from_f32;
     table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
