@@ -252,6 +252,31 @@ static inline __attribute__((always_inline)) __m256i b32_dot(enum b32_kind k, co
     }
 }
 
+/* b32_dot of two consecutive blocks (at w and w + ws; activations at y0, y1), lanes 0..7 the
+ * first's, 8..15 the second's (Q4_1, Q5_0, Q5_1: the types without tiles, whose vec_dot is
+ * free to take blocks in pairs). The nibbles come from two broadcast loads and one insert;
+ * one masked shift and one mask make both blocks' quants. */
+static inline __attribute__((always_inline)) __m512i
+b32_dot2(enum b32_kind k, const uint8_t *w, int ws, const int8_t *y0, const int8_t *y1) {
+    const int qs = k == B32_Q4_1 ? 4 : k == B32_Q5_0 ? 6 : 8; /* quants' offset in a block */
+    const __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(load256(y0)), load256(y1), 1);
+    __m512i q =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(load128(w + qs))),
+                           _mm256_broadcastsi128_si256(load128(w + ws + qs)), 1);
+    q = _mm512_mask_srli_epi16(q, (__mmask32)0xFF00FF00u, q, 4);
+    __m512i u = _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
+    if (k != B32_Q4_1) { /* the fifth bits: qh of each block, a 32-bit mask */
+        const int qh = k == B32_Q5_0 ? 2 : 4;
+        const uint64_t m = (uint64_t)load_u32(w + qh) | (uint64_t)load_u32(w + ws + qh) << 32;
+        u = _mm512_or_si512(u, _mm512_maskz_mov_epi8((__mmask64)m, _mm512_set1_epi8(0x10)));
+    }
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y);
+    if (k != B32_Q5_0)
+        return p;
+    return _mm512_sub_epi32(p,
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), y));
+}
+
 static inline float hsum256(__m256 v) {
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -268,6 +293,10 @@ b32_vec_dot(enum b32_kind k, int64_t n, const uint8_t *w, const uint8_t *x, int 
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     __m256 macc = _mm256_setzero_ps();
+    /* Q4_0 / Q8_0 keep one block per register: their bits are those of the kernels before
+     * (the tiles' types; the pairs' float order differs) */
+    const bool pairs = k == B32_Q4_1 || k == B32_Q5_0 || k == B32_Q5_1;
+    __m512 acc2[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t nb = n / 32, i = 0;
     assert(n % 32 == 0);
     for (; i + 8 <= nb; i += 8) {
@@ -280,12 +309,33 @@ b32_vec_dot(enum b32_kind k, int64_t n, const uint8_t *w, const uint8_t *x, int 
         if (has_min) /* m_w (lanes 8..15 of dw) times s_x (lanes 8..15 of dx) */
             macc = _mm256_add_ps(macc,
                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        if (pairs) {
+            /* block pair (2j, 2j + 1) in one register, its two scale products spread over
+             * the pair's halves by one permute of s */
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const int8_t *y = (const int8_t *)(xg + 2 * j * xs + (has_min ? 4 : 2));
+                const __m512i p = b32_dot2(k, wg + 2 * j * ws, ws, y, y + xs);
+                const __m512 sc = _mm512_permutexvar_ps(
+                    _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                     2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j,
+                                     2 * j, 2 * j, 2 * j, 2 * j),
+                    s);
+                acc2[j & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc2[j & 1]);
+            }
+            continue;
+        }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             __m256i p = b32_dot(k, wg + j * ws, (const int8_t *)(xg + j * xs + (has_min ? 4 : 2)));
             acc[j & 3] =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&s8[j]), acc[j & 3]);
         }
+    }
+    if (pairs) { /* the pairs' accumulators: first blocks' lanes, second blocks' lanes */
+        const __m512 a2 = _mm512_add_ps(acc2[0], acc2[1]);
+        acc[0] = _mm512_castps512_ps256(a2);
+        acc[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a2), 1));
     }
     float sum =
         hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
