@@ -302,6 +302,45 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 ---- */
 
+/* vec_dot: the same kernel with NT = 1. */
+#define DEFINE_DOT1(name, call)                                                                    \
+    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
+        const void *const x[1] = {x1};                                                             \
+        float r, *out = &r;                                                                        \
+        call(1);                                                                                   \
+        return r;                                                                                  \
+    }
+
+/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
+#define DEFINE_DOTN(name, call)                                                                    \
+    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
+                     float *out) {                                                                 \
+        switch (nx) {                                                                              \
+        case 8:                                                                                    \
+            call(8);                                                                               \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            call(7);                                                                               \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            call(6);                                                                               \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            call(5);                                                                               \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            call(4);                                                                               \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            call(3);                                                                               \
+            break;                                                                                 \
+        default:                                                                                   \
+            call(2);                                                                               \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
+
 /* The row's float accumulators (acc: an array of NT vectors) sent to memory at the end of
  * each super-block when there are many tokens: the 16 ymm registers then hold the integer
  * sums and the unpacked weights of the next super-block instead of spilling them in the
@@ -458,38 +497,6 @@ static inline __m128 halves4(const uint8_t *p, size_t stride) {
                                            _mm256_add_ps(acc[t][2], acc[t][3]))) +                 \
                      sm;                                                                           \
         }                                                                                          \
-    }                                                                                              \
-    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
-        const void *const x[1] = {x1};                                                             \
-        float r;                                                                                   \
-        name##_nt(n, w, x, &r, 1);                                                                 \
-        return r;                                                                                  \
-    }                                                                                              \
-    static void name##n(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,      \
-                        float *out) {                                                              \
-        switch (nx) {                                                                              \
-        case 8:                                                                                    \
-            name##_nt(n, w, x, out, 8);                                                            \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            name##_nt(n, w, x, out, 7);                                                            \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            name##_nt(n, w, x, out, 6);                                                            \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            name##_nt(n, w, x, out, 5);                                                            \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            name##_nt(n, w, x, out, 4);                                                            \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            name##_nt(n, w, x, out, 3);                                                            \
-            break;                                                                                 \
-        default:                                                                                   \
-            name##_nt(n, w, x, out, 2);                                                            \
-            break;                                                                                 \
-        }                                                                                          \
     }
 
 DEFINE_VEC_DOT32(vec_dot_q4_0, pl_block_q4_0, pl_block_q8_0, q4_0_u, q4_0_du, 0, 2)
@@ -497,6 +504,21 @@ DEFINE_VEC_DOT32(vec_dot_q4_1, pl_block_q4_1, pl_block_q8_1, q4_1_u, q4_1_du, 1,
 DEFINE_VEC_DOT32(vec_dot_q5_0, pl_block_q5_0, pl_block_q8_0, q5_0_u, q5_0_du, 0, 2)
 DEFINE_VEC_DOT32(vec_dot_q5_1, pl_block_q5_1, pl_block_q8_1, q5_1_u, q5_1_du, 1, 2)
 DEFINE_VEC_DOT32(vec_dot_q8_0, pl_block_q8_0, pl_block_q8_0, q8_0_u, q8_0_du, 0, 3)
+#define Q40_NT(NT) vec_dot_q4_0_nt(n, w, x, out, NT)
+#define Q41_NT(NT) vec_dot_q4_1_nt(n, w, x, out, NT)
+#define Q50_NT(NT) vec_dot_q5_0_nt(n, w, x, out, NT)
+#define Q51_NT(NT) vec_dot_q5_1_nt(n, w, x, out, NT)
+#define Q80_NT(NT) vec_dot_q8_0_nt(n, w, x, out, NT)
+DEFINE_DOT1(vec_dot_q4_0, Q40_NT)
+DEFINE_DOT1(vec_dot_q4_1, Q41_NT)
+DEFINE_DOT1(vec_dot_q5_0, Q50_NT)
+DEFINE_DOT1(vec_dot_q5_1, Q51_NT)
+DEFINE_DOT1(vec_dot_q8_0, Q80_NT)
+DEFINE_DOTN(vec_dot_q4_0n, Q40_NT)
+DEFINE_DOTN(vec_dot_q4_1n, Q41_NT)
+DEFINE_DOTN(vec_dot_q5_0n, Q50_NT)
+DEFINE_DOTN(vec_dot_q5_1n, Q51_NT)
+DEFINE_DOTN(vec_dot_q8_0n, Q80_NT)
 
 /* ---- K-quants ---- */
 
@@ -562,44 +584,6 @@ static inline __m256i crumbs(__m256i q, int s) {
             __asm__("" : "+x"((acc)[t_]));                                                         \
     } while (0)
 
-/* vec_dot: the same kernel with NT = 1. */
-#define DEFINE_DOT1(name, call)                                                                    \
-    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
-        const void *const x[1] = {x1};                                                             \
-        float r, *out = &r;                                                                        \
-        call(1);                                                                                   \
-        return r;                                                                                  \
-    }
-
-/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
-#define DEFINE_DOTN(name, call)                                                                    \
-    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
-                     float *out) {                                                                 \
-        switch (nx) {                                                                              \
-        case 8:                                                                                    \
-            call(8);                                                                               \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            call(7);                                                                               \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            call(6);                                                                               \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            call(5);                                                                               \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            call(4);                                                                               \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            call(3);                                                                               \
-            break;                                                                                 \
-        default:                                                                                   \
-            call(2);                                                                               \
-            break;                                                                                 \
-        }                                                                                          \
-    }
-_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
 static inline __attribute__((always_inline)) void
 q2_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, const int NT) {
     const struct pl_block_q2_K *a = w;
