@@ -97,6 +97,14 @@ static void choose(void) {
         rmsnorm = pl_mm_rmsnorm_avx512;
     }
 #endif
+#ifdef PL_MM_HAVE_AVX2
+    __builtin_cpu_init();
+    if (swiglu == pl_mm_swiglu_scalar && pl_quant_env_allows("avx2") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        swiglu = pl_mm_swiglu_avx2;
+        rmsnorm = pl_mm_rmsnorm_avx2;
+    }
+#endif
 #ifdef PL_MM_HAVE_AMX
     use_amx = use_avx512 && pl_quant_env_allows("amx") && amx_usable();
     if (use_amx)

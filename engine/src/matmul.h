@@ -165,6 +165,15 @@ void pl_mm_rmsnorm(float *restrict y, const float *restrict x, const float *rest
 void pl_mm_rmsnorm_scalar(float *restrict y, const float *restrict x, const float *restrict w,
                           uint32_t n, float eps);
 
+#ifdef PL_MM_HAVE_AVX2
+/* engine/arch/x86/matmul_avx2.c (call only when the CPU has AVX2 and FMA): pl_mm_swiglu as
+ * the AVX-512 kernel's operations on 8 lanes (exp(-|x|) by the same reduction and
+ * polynomial, so within a few ulp of the reference where the result is a normal float), and
+ * pl_mm_rmsnorm with the 8 partial sums in two vectors of doubles (the reference's bits). */
+void pl_mm_swiglu_avx2(float *out, const float *g, const float *u, size_t n);
+void pl_mm_rmsnorm_avx2(float *restrict y, const float *restrict x, const float *restrict w,
+                        uint32_t n, float eps);
+#endif
 #ifdef PL_MM_HAVE_AVX512
 /* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
  * the CPU has AVX-512 F/BW/VL/VNNI. */
