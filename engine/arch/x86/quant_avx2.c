@@ -18,11 +18,14 @@ static inline float h2f(uint16_t h) {
     return _cvtsh_ss(h);
 }
 
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+static inline float hsum128_ps(__m128 s) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+static inline float hsum_ps(__m256 v) {
+    return hsum128_ps(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
 
 static inline int32_t hsum_epi32_128(__m128i v) {
@@ -341,10 +344,10 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
     }
 _Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
 
-/* The row's float accumulators (acc: an array of NT vectors) sent to memory at the end of
- * each super-block when there are many tokens: the 16 ymm registers then hold the integer
- * sums and the unpacked weights of the next super-block instead of spilling them in the
- * inner loop. Memory or register, the float operations are the same. */
+/* With more than two tokens, the array acc (float accumulators, or a super-block's scale
+ * vectors) sent to memory at this point: the 16 ymm registers then hold the integer sums and
+ * the unpacked weights of what follows instead of spilling them in the inner loop. Memory
+ * or register, the float operations are the same. */
 #define K_NT_PARK(acc)                                                                             \
     do {                                                                                           \
         if (NT > 2)                                                                                \
@@ -358,15 +361,20 @@ struct b32u {
     __m256i a, b;
 };
 
-/* Q4_0: (u - 8) . y as u . y - 8 . y (each pair sum stays within int16). */
+/* (u - off) . y of unsigned quants u with an offset (Q4_0: 8, Q5_0: 16) as u . y - off . y:
+ * each pair sum stays within int16. */
+static inline __m256i offset_dot(__m256i u, const int8_t *qs, char off) {
+    __m256i y = load256(qs);
+    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y),
+                                   _mm256_maddubs_epi16(_mm256_set1_epi8(off), y));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
 static inline struct b32u q4_0_u(const struct pl_block_q4_0 *a) {
     return (struct b32u){nibbles32(a->qs), _mm256_setzero_si256()};
 }
 static inline __m256i q4_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
-    __m256i y = load256(b->qs);
-    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u.a, y),
-                                   _mm256_maddubs_epi16(_mm256_set1_epi8(8), y));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+    return offset_dot(u.a, b->qs, 8);
 }
 
 /* Q4_1: u . y; the minimum goes through the Q8_1 sum. */
@@ -383,15 +391,11 @@ static inline __m256i q5_quants(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(nibbles32(qs), hi);
 }
 
-/* Q5_0: (u - 16) . y as u . y - 16 . y, as Q4_0. */
 static inline struct b32u q5_0_u(const struct pl_block_q5_0 *a) {
     return (struct b32u){q5_quants(a->qs, a->qh), _mm256_setzero_si256()};
 }
 static inline __m256i q5_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
-    __m256i y = load256(b->qs);
-    __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u.a, y),
-                                   _mm256_maddubs_epi16(_mm256_set1_epi8(16), y));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+    return offset_dot(u.a, b->qs, 16);
 }
 
 static inline struct b32u q5_1_u(const struct pl_block_q5_1 *a) {
@@ -491,8 +495,7 @@ static inline __m128 halves4(const uint8_t *p, size_t stride) {
             }                                                                                      \
         }                                                                                          \
         for (int t = 0; t < NT; t++) {                                                             \
-            __m128 m = _mm_add_ps(ms[t], _mm_movehl_ps(ms[t], ms[t]));                             \
-            const float sm = summ[t] + _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));           \
+            const float sm = summ[t] + hsum128_ps(ms[t]);                                          \
             out[t] = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                    \
                                            _mm256_add_ps(acc[t][2], acc[t][3]))) +                 \
                      sm;                                                                           \
@@ -514,11 +517,11 @@ DEFINE_DOT1(vec_dot_q4_1, Q41_NT)
 DEFINE_DOT1(vec_dot_q5_0, Q50_NT)
 DEFINE_DOT1(vec_dot_q5_1, Q51_NT)
 DEFINE_DOT1(vec_dot_q8_0, Q80_NT)
-DEFINE_DOTN(vec_dot_q4_0n, Q40_NT)
-DEFINE_DOTN(vec_dot_q4_1n, Q41_NT)
-DEFINE_DOTN(vec_dot_q5_0n, Q50_NT)
-DEFINE_DOTN(vec_dot_q5_1n, Q51_NT)
-DEFINE_DOTN(vec_dot_q8_0n, Q80_NT)
+DEFINE_DOTN(vec_dotn_q4_0, Q40_NT)
+DEFINE_DOTN(vec_dotn_q4_1, Q41_NT)
+DEFINE_DOTN(vec_dotn_q5_0, Q50_NT)
+DEFINE_DOTN(vec_dotn_q5_1, Q51_NT)
+DEFINE_DOTN(vec_dotn_q8_0, Q80_NT)
 
 /* ---- K-quants ---- */
 
@@ -760,9 +763,7 @@ static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void 
         K_NT_PARK(vm);
     }
     for (int t = 0; t < NT; t++) {
-        __m128 m = _mm_add_ps(vm[t], _mm_movehl_ps(vm[t], vm[t]));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        sum[t] = hsum_ps(vs[t]) - _mm_cvtss_f32(m);
+        sum[t] = hsum_ps(vs[t]) - hsum128_ps(vm[t]);
     }
     K_NT_END;
 }
@@ -848,15 +849,15 @@ void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     table[PL_GGML_TYPE_BF16].vec_dot = vec_dot_bf16;
     table[PL_GGML_TYPE_BF16].from_f32 = bf16_from_f32;
     table[PL_GGML_TYPE_Q4_0].vec_dot = vec_dot_q4_0;
-    table[PL_GGML_TYPE_Q4_0].vec_dotn = vec_dot_q4_0n;
+    table[PL_GGML_TYPE_Q4_0].vec_dotn = vec_dotn_q4_0;
     table[PL_GGML_TYPE_Q4_1].vec_dot = vec_dot_q4_1;
-    table[PL_GGML_TYPE_Q4_1].vec_dotn = vec_dot_q4_1n;
+    table[PL_GGML_TYPE_Q4_1].vec_dotn = vec_dotn_q4_1;
     table[PL_GGML_TYPE_Q5_0].vec_dot = vec_dot_q5_0;
-    table[PL_GGML_TYPE_Q5_0].vec_dotn = vec_dot_q5_0n;
+    table[PL_GGML_TYPE_Q5_0].vec_dotn = vec_dotn_q5_0;
     table[PL_GGML_TYPE_Q5_1].vec_dot = vec_dot_q5_1;
-    table[PL_GGML_TYPE_Q5_1].vec_dotn = vec_dot_q5_1n;
+    table[PL_GGML_TYPE_Q5_1].vec_dotn = vec_dotn_q5_1;
     table[PL_GGML_TYPE_Q8_0].vec_dot = vec_dot_q8_0;
-    table[PL_GGML_TYPE_Q8_0].vec_dotn = vec_dot_q8_0n;
+    table[PL_GGML_TYPE_Q8_0].vec_dotn = vec_dotn_q8_0;
     table[PL_GGML_TYPE_Q8_0].from_f32 = q8_0_from_f32;
     table[PL_GGML_TYPE_Q8_1].from_f32 = q8_1_from_f32;
     table[PL_GGML_TYPE_Q2_K].vec_dot = vec_dot_q2_K;
