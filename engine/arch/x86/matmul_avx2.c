@@ -3,6 +3,7 @@
  * by matmul.c; compiled with -mavx2 -mfma): SwiGLU and RMSNorm, as matmul_avx512.c's. On
  * those CPUs every FFN row went through libm's expf one element at a time. */
 #include "matmul.h"
+#include "vexp_coef.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -20,23 +21,23 @@ static inline __m256 pow2i(__m256i n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-/* exp(x) for x <= 0, as vexp_avx512.h's pl_vexp_nonpos: n = round(x / ln 2), r = x - n ln 2
- * (ln 2 in two parts), the degree-7 Taylor polynomial in r, times 2^n. AVX2 has no
- * VSCALEFPS: 2^n (n down to -150, below the normal floats) is applied as two normal powers
- * of two, 2^(n - n/2) then 2^(n/2), so only the last multiply rounds into the subnormals. 0
- * below -104 and for -inf; NaN comes out as exp(-104) (the callers keep NaN themselves). */
+/* exp(x) for x <= 0, vexp_avx512.h's pl_vexp_nonpos on 8 lanes (vexp_coef.h's steps and
+ * constants). AVX2 has no VSCALEFPS: 2^n (n down to -150, below the normal floats) is
+ * applied as two normal powers of two, 2^(n - n/2) then 2^(n/2), so only the last multiply
+ * rounds into the subnormals. 0 below -104 and for -inf; NaN comes out as exp(-104) (the
+ * callers keep NaN themselves). */
 static inline __m256 vexp_nonpos(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-104.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    x = _mm256_max_ps(x, _mm256_set1_ps(PL_VEXP_MIN));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(PL_VEXP_LOG2E)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606820309417e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(PL_VEXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(PL_VEXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(PL_VEXP_C7);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C2));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     const __m256i ni = _mm256_cvtps_epi32(n);

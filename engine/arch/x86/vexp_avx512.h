@@ -9,19 +9,21 @@
 
 #include <immintrin.h>
 
+#include "vexp_coef.h"
+
 /* exp(x) for x <= 0; 0 below -104 (where expf is 0 too) and for -inf. */
 static inline __attribute__((always_inline)) __m512 pl_vexp_nonpos(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    x = _mm512_max_ps(x, _mm512_set1_ps(PL_VEXP_MIN));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(PL_VEXP_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820309417e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(PL_VEXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(PL_VEXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(PL_VEXP_C7);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PL_VEXP_C6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PL_VEXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PL_VEXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PL_VEXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PL_VEXP_C2));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
