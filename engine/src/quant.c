@@ -31,13 +31,14 @@ bool pl_quant_env_allows(const char *isa) {
     /* Each PICOLM_ISA value and the sets it allows (a chain: the wider set includes the
      * narrower one of its family). */
     static const struct {
-        const char *env, *sets[3];
+        const char *env, *sets[4];
     } caps[] = {
-        {"avx2", {"avx2", NULL, NULL}},
-        {"avx512", {"avx2", "avx512", NULL}},
-        {"amx", {"avx2", "avx512", "amx"}},
-        {"neon", {"neon", NULL, NULL}},
-        {"neon-dotprod", {"neon", "neon-dotprod", NULL}},
+        {"avx2", {"avx2", NULL, NULL, NULL}},
+        {"avxvnni", {"avx2", "avxvnni", NULL, NULL}},
+        {"avx512", {"avx2", "avxvnni", "avx512", NULL}},
+        {"amx", {"avx2", "avxvnni", "avx512", "amx"}},
+        {"neon", {"neon", NULL, NULL, NULL}},
+        {"neon-dotprod", {"neon", "neon-dotprod", NULL, NULL}},
     };
     if (!isa)
         return false;
@@ -50,7 +51,7 @@ bool pl_quant_env_allows(const char *isa) {
         return true;
     for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
         if (!strcmp(v, caps[i].env))
-            for (size_t k = 0; k < 3; k++)
+            for (size_t k = 0; k < 4; k++)
                 if (caps[i].sets[k] && !strcmp(isa, caps[i].sets[k]))
                     return true;
     return false;

@@ -3,11 +3,19 @@
  * only on CPUs that have them): vec_dot of every compute type against its vec_dot_type and
  * from_f32 of the activation types. The integer parts are exact for every input byte, so
  * a dot product differs from the scalar reference (quant_ref.c) only in the order of its
- * float additions; the quantizers are bit-identical to the reference. */
+ * float additions; the quantizers are bit-identical to the reference.
+ *
+ * quant_avxvnni.c compiles this file a second time with PL_QUANT_AVXVNNI (and -mavxvnni):
+ * the "avxvnni" set, for CPUs with AVX-VNNI but without AVX-512 (Intel's client cores since
+ * Alder Lake). There the integer dot products take VPDPBUSD / VPDPWSSD, one instruction
+ * where AVX2 needs two or three (mad_us, madd_acc, offset_dot, the Q8_0 pair below). The
+ * integer sums per int32 lane are the same numbers, so both sets give the same bits, except
+ * for Q8_0 (its AVX2 lanes hold elements 2j, 2j + 1, 2j + 16, 2j + 17; AVX-VNNI's 4j..4j + 3). */
 #include "quant_x86.h"
 
 #include <assert.h>
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant_blocks.h"
@@ -43,9 +51,28 @@ static inline __m256i load256(const void *p) {
 }
 
 /* sum of 4 adjacent u8 * s8 products per int32 lane; exact when every pair of products
- * fits in int16 (|u| * 128 * 2 <= 32767: u <= 127). */
+ * fits in int16 (|u| * 128 * 2 <= 32767: u <= 127; with AVX-VNNI for every u). */
 static inline __m256i mad_us(__m256i u, __m256i s) {
+#ifdef PL_QUANT_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+/* acc + the int32 sums of the adjacent int16 pair products p * s (wrapping, as VPMADDWD's
+ * sums; no pair here reaches its one overflow, -32768 * -32768 twice). With AVX-VNNI and
+ * fuse, one VPDPWSSD. The K-quant kernels fuse only with several tokens: on the Zen 5 VM
+ * (AVX2 code, one core, L2-resident rows of 2048) VPDPWSSD gave 8-token Q4_K..Q6_K 3-11%
+ * more, but one-token Q4_K 3-4% less (27.2-27.7 -> 26.2-26.5 GB/s; with two chains of
+ * VPDPWSSD per token as well). */
+static inline __m256i madd_acc(__m256i acc, __m256i p, __m256i s, bool fuse) {
+#ifdef PL_QUANT_AVXVNNI
+    if (fuse)
+        return _mm256_dpwssd_avx_epi32(acc, p, s);
+#endif
+    (void)fuse;
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
 /* The 32 quants of a Q4_0/Q4_1 block in element order (0..15: low nibbles, 16..31: high). */
@@ -361,20 +388,25 @@ struct b32u {
     __m256i a, b;
 };
 
-/* (u - off) . y of unsigned quants u with an offset (Q4_0: 8, Q5_0: 16) as u . y - off . y:
- * each pair sum stays within int16. */
-static inline __m256i offset_dot(__m256i u, const int8_t *qs, char off) {
-    __m256i y = load256(qs);
+/* (u - off) . y of unsigned quants u with an offset (Q4_0: 8, Q5_0: 16; AVX-VNNI: up to
+ * 255) as u . y - off . y: each pair sum stays within int16 (AVX-VNNI: int32 lanes). */
+static inline __m256i offset_dot(__m256i u, __m256i y, char off) {
+#ifdef PL_QUANT_AVXVNNI
+    return _mm256_sub_epi32(
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, y),
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(off), y));
+#else
     __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y),
                                    _mm256_maddubs_epi16(_mm256_set1_epi8(off), y));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+#endif
 }
 
 static inline struct b32u q4_0_u(const struct pl_block_q4_0 *a) {
     return (struct b32u){nibbles32(a->qs), _mm256_setzero_si256()};
 }
 static inline __m256i q4_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
-    return offset_dot(u.a, b->qs, 8);
+    return offset_dot(u.a, load256(b->qs), 8);
 }
 
 /* Q4_1: u . y; the minimum goes through the Q8_1 sum. */
@@ -395,7 +427,7 @@ static inline struct b32u q5_0_u(const struct pl_block_q5_0 *a) {
     return (struct b32u){q5_quants(a->qs, a->qh), _mm256_setzero_si256()};
 }
 static inline __m256i q5_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
-    return offset_dot(u.a, b->qs, 16);
+    return offset_dot(u.a, load256(b->qs), 16);
 }
 
 static inline struct b32u q5_1_u(const struct pl_block_q5_1 *a) {
@@ -406,15 +438,26 @@ static inline __m256i q5_1_du(struct b32u u, const struct pl_block_q8_1 *b) {
 }
 
 /* Q8_0: w . y sign-extended to 16 bits: exact for every int8 pair, -128 * -128 included (the
- * abs/sign trick with maddubs is not); int16 products, int32 sums. */
+ * abs/sign trick with maddubs is not); int16 products, int32 sums. With AVX-VNNI, w + 128 as
+ * unsigned bytes (the sign bit flipped), then offset_dot's (w + 128) . y - 128 . y: exact
+ * too, and three instructions per token where the widening takes five. */
 static inline struct b32u q8_0_u(const struct pl_block_q8_0 *a) {
+#ifdef PL_QUANT_AVXVNNI
+    return (struct b32u){_mm256_xor_si256(load256(a->qs), _mm256_set1_epi8((char)0x80)),
+                         _mm256_setzero_si256()};
+#else
     return (struct b32u){_mm256_cvtepi8_epi16(load128(a->qs)),
                          _mm256_cvtepi8_epi16(load128(a->qs + 16))};
+#endif
 }
 static inline __m256i q8_0_du(struct b32u u, const struct pl_block_q8_0 *b) {
+#ifdef PL_QUANT_AVXVNNI
+    return offset_dot(u.a, load256(b->qs), (char)0x80);
+#else
     __m256i y0 = _mm256_cvtepi8_epi16(load128(b->qs));
     __m256i y1 = _mm256_cvtepi8_epi16(load128(b->qs + 16));
     return _mm256_add_epi32(_mm256_madd_epi16(u.a, y0), _mm256_madd_epi16(u.b, y1));
+#endif
 }
 
 /* The fp16 values at p of 4 consecutive blocks (stride bytes apart) as 4 floats: gathered
@@ -615,7 +658,7 @@ q2_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
                 const __m256i u = crumbs(q, s);
                 for (int t = 0; t < NT; t++) {
                     __m256i p = _mm256_maddubs_epi16(u, load256(b[t][i].qs + 32 * k));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, K_CS(cs, sc8, k)));
+                    acc[t] = madd_acc(acc[t], p, K_CS(cs, sc8, k), NT > 1);
                 }
                 K_NT_HOLD(acc);
             }
@@ -676,7 +719,7 @@ q3_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
                 const __m256i u = _mm256_or_si256(crumbs(q, s), _mm256_slli_epi16(hb, 2));
                 for (int t = 0; t < NT; t++) {
                     __m256i p = _mm256_maddubs_epi16(u, load256(b[t][i].qs + 32 * k));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, K_CS(cs, sc8, k)));
+                    acc[t] = madd_acc(acc[t], p, K_CS(cs, sc8, k), NT > 1);
                 }
                 K_NT_HOLD(acc);
             }
@@ -748,8 +791,8 @@ static inline __attribute__((always_inline)) void q45_K_n(int64_t n, const void 
             for (int t = 0; t < NT; t++) {
                 __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[t][i].qs + 64 * g));
                 __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[t][i].qs + 64 * g + 32));
-                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_lo, cs[2 * g]));
-                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_hi, cs[2 * g + 1]));
+                acc[t] = madd_acc(acc[t], p_lo, cs[2 * g], NT > 1);
+                acc[t] = madd_acc(acc[t], p_hi, cs[2 * g + 1], NT > 1);
             }
             K_NT_HOLD(acc);
         }
@@ -807,7 +850,7 @@ q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
                 int k = 4 * h + s;
                 for (int t = 0; t < NT; t++) {
                     __m256i p = _mm256_maddubs_epi16(u[s], load256(b[t][i].qs + 32 * k));
-                    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, K_CS(cs, sc8, k)));
+                    acc[t] = madd_acc(acc[t], p, K_CS(cs, sc8, k), NT > 1);
                 }
                 K_NT_HOLD(acc);
             }
@@ -841,7 +884,11 @@ DEFINE_DOTN(vec_dotn_q6_K, Q6K_NT)
 
 /* ---- The table ---- */
 
+#ifdef PL_QUANT_AVXVNNI
+void pl_quant_avxvnni_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+#else
 void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
+#endif
     (void)pl_quant_prefetch(); /* the kernels' prefetch setting, before any of them runs */
     table[PL_GGML_TYPE_F32].vec_dot = vec_dot_f32;
     table[PL_GGML_TYPE_F16].vec_dot = vec_dot_f16;

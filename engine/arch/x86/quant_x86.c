@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* x86 backend of the quant dispatch table (the quant_arch.h hook): detects AVX2 and
+/* x86 backend of the quant dispatch table (the quant_arch.h hook): detects AVX2, AVX-VNNI and
  * AVX-512 at run time, with the OS's XSAVE support, and patches the table with the best
  * supported set; also keeps one table per supported set for the tests and benchmarks
  * (pl_quant_kernels_isa). Compiled without ISA flags, so it runs on any x86-64. */
@@ -47,6 +47,29 @@ static bool cpu_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && have_f16c() &&
            os_saves(XCR0_YMM);
+}
+
+/* CPUID.(EAX=7, ECX=1):EAX.AVX-VNNI (bit 4), with leaf 7 reporting subleaf 1. Asked
+ * directly: GCC 12's __builtin_cpu_supports("avxvnni") answered false on a Zen 5 that has
+ * it, and clang 14 does not know the name. */
+static bool cpu_avxvnni(void) {
+#ifdef PL_QUANT_HAVE_AVXVNNI
+    uint32_t a = 0, b, c = 0, d;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a < 7)
+        return false;
+    a = 7;
+    c = 0;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a < 1) /* the highest subleaf of leaf 7 */
+        return false;
+    a = 7;
+    c = 1;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    return cpu_avx2() && ((a >> 4) & 1);
+#else
+    return false;
+#endif
 }
 
 static bool cpu_avx512(void) {
@@ -134,6 +157,8 @@ bool pl_quant_x86_supported(const char *isa) {
         return true;
     if (strcmp(isa, "avx2") == 0)
         return cpu_avx2();
+    if (strcmp(isa, "avxvnni") == 0)
+        return cpu_avxvnni();
     if (strcmp(isa, "avx512") == 0)
         return cpu_avx512();
     return false;
@@ -146,10 +171,17 @@ static const char *fill_best(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
     if (!cpu_avx2() || !pl_quant_env_allows("avx2"))
         return NULL;
     pl_quant_avx2_fill(table);
-    if (!cpu_avx512() || !pl_quant_env_allows("avx512"))
-        return "avx2";
-    pl_quant_avx512_fill(table, 0);
-    return "avx512";
+    if (cpu_avx512() && pl_quant_env_allows("avx512")) {
+        pl_quant_avx512_fill(table, 0);
+        return "avx512";
+    }
+#ifdef PL_QUANT_HAVE_AVXVNNI
+    if (cpu_avxvnni() && pl_quant_env_allows("avxvnni")) {
+        pl_quant_avxvnni_fill(table);
+        return "avxvnni";
+    }
+#endif
+    return "avx2";
 }
 
 const char *pl_quant_arch_init(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
@@ -161,9 +193,10 @@ const char *pl_quant_arch_init(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX])
 /* Written only inside isa_tables_once(); read-only afterwards (pthread_once orders the
  * writes before every reader). */
 static struct pl_quant_kernels table_avx2[_PL_GGML_TYPE_MAX];
+static struct pl_quant_kernels table_avxvnni[_PL_GGML_TYPE_MAX];
 static struct pl_quant_kernels table_avx512[_PL_GGML_TYPE_MAX];
 static struct pl_quant_kernels table_avx512_no_gv[_PL_GGML_TYPE_MAX];
-static bool have_table_avx2, have_table_avx512;
+static bool have_table_avx2, have_table_avxvnni, have_table_avx512;
 static pthread_once_t isa_tables_control = PTHREAD_ONCE_INIT;
 
 static void isa_tables_once(void) {
@@ -172,6 +205,13 @@ static void isa_tables_once(void) {
         pl_quant_avx2_fill(table_avx2);
         have_table_avx2 = true;
     }
+#ifdef PL_QUANT_HAVE_AVXVNNI
+    if (cpu_avxvnni()) {
+        memcpy(table_avxvnni, table_avx2, sizeof(table_avxvnni));
+        pl_quant_avxvnni_fill(table_avxvnni);
+        have_table_avxvnni = true;
+    }
+#endif
     if (cpu_avx512()) {
         memcpy(table_avx512, table_avx2, sizeof(table_avx512));
         pl_quant_avx512_fill(table_avx512, 0);
@@ -186,6 +226,8 @@ static const struct pl_quant_kernels *isa_table(const char *isa, int v) {
     (void)pthread_once(&isa_tables_control, isa_tables_once);
     if (strcmp(isa, "avx2") == 0 && have_table_avx2 && v == 0)
         return table_avx2;
+    if (strcmp(isa, "avxvnni") == 0 && have_table_avxvnni && v == 0)
+        return table_avxvnni;
     if (strcmp(isa, "avx512") == 0 && have_table_avx512)
         return v == 0 ? table_avx512 : table_avx512_no_gv;
     return NULL;

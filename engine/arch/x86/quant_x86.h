@@ -70,6 +70,9 @@ static inline __attribute__((always_inline)) void pl_x86_pf_lines(const char *p,
  * The caller must have checked pl_quant_x86_supported() for that ISA: these functions
  * execute its instructions. The AVX-512 set is applied on top of the AVX2 one. */
 void pl_quant_avx2_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]);
+/* The AVX2 set's kernels with AVX-VNNI's dot products (quant_avxvnni.c), the same bits; only
+ * where the build has it (PL_QUANT_HAVE_AVXVNNI). */
+void pl_quant_avxvnni_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]);
 /* flags: PL_QUANT_X86_* below; 0 for the best kernels this CPU runs. */
 void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsigned flags);
 
@@ -78,9 +81,9 @@ void pl_quant_avx512_fill(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX], unsi
 #define PL_QUANT_X86_NO_GFNI_VBMI 1u
 
 /* True when the CPU and the OS (XSAVE state enabled in XCR0) support the kernel set named
- * isa: "scalar" (always), "avx2" (AVX2 + FMA + F16C), "avx512" (the AVX2 set plus
- * AVX-512 F/BW/VL/VNNI; BF16 is not needed: Ice Lake and Zen 4 class CPUs qualify). False
- * for any other name. */
+ * isa: "scalar" (always), "avx2" (AVX2 + FMA + F16C), "avxvnni" (the AVX2 set plus
+ * AVX-VNNI, where the build has it), "avx512" (the AVX2 set plus AVX-512 F/BW/VL/VNNI; BF16
+ * is not needed: Ice Lake and Zen 4 class CPUs qualify). False for any other name. */
 bool pl_quant_x86_supported(const char *isa);
 /* An AMD (or Hygon) CPU: Zen cores, whose per-vendor settings differ from Intel's. */
 bool pl_quant_x86_zen(void);

@@ -105,7 +105,8 @@ void pl_quant_init(void);
 const struct pl_quant_kernels *pl_quant_kernels(uint32_t t);
 /* The portable scalar references, or NULL as above. Needs no pl_quant_init(). */
 const struct pl_quant_kernels *pl_quant_kernels_ref(uint32_t t);
-/* Name of the kernel set in use: "scalar", "avx2", "avx512", "neon", "neon-dotprod". */
+/* Name of the kernel set in use: "scalar", "avx2", "avxvnni", "avx512", "neon",
+ * "neon-dotprod". */
 const char *pl_quant_isa(void);
 /* Name of the tiled matrix-product kernels the forward pass uses for batches of 9+ tokens
  * (AMX: 5+): "amx" (AMX-INT8, for Q4_K and Q6_K; the others on AVX-512), "avx512", or
@@ -115,11 +116,11 @@ const char *pl_quant_tile_isa(void);
 /* Whether the environment lets the engine use kernels of the set named isa (every SIMD
  * choice in the engine asks: quant, tiled matmul and attention kernels alike), so that each
  * path can be tested on one machine. PICOLM_FORCE_SCALAR=1 (set, not empty, not "0") or
- * PICOLM_ISA=scalar: none; PICOLM_ISA=avx2: "avx2" only; PICOLM_ISA=avx512: "avx2" and
- * "avx512"; PICOLM_ISA=amx: those and "amx" (AMX-INT8 tiled products); PICOLM_ISA=neon: "neon"
- * only; PICOLM_ISA=neon-dotprod: both ARM sets; unset, empty or "best": every set (the CPU
- * decides). Another PICOLM_ISA value allows none (a typo must not silently test the wrong path).
- * "scalar" is always allowed. */
+ * PICOLM_ISA=scalar: none; PICOLM_ISA=avx2: "avx2" only; PICOLM_ISA=avxvnni: "avx2" and
+ * "avxvnni"; PICOLM_ISA=avx512: those and "avx512"; PICOLM_ISA=amx: those and "amx" (AMX-INT8
+ * tiled products); PICOLM_ISA=neon: "neon" only; PICOLM_ISA=neon-dotprod: both ARM sets; unset,
+ * empty or "best": every set (the CPU decides). Another PICOLM_ISA value allows none (a typo must
+ * not silently test the wrong path). "scalar" is always allowed. */
 bool pl_quant_env_allows(const char *isa);
 
 /* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */

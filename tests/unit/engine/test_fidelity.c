@@ -396,6 +396,16 @@ int main(void) {
     (void)snprintf(dir, sizeof(dir), "%s/models", data);
     /* Which kernel path this run checks (PICOLM_ISA / PICOLM_FORCE_SCALAR choose it). */
     fprintf(stderr, "kernels: %s\n", pl_quant_isa());
+    /* A run for one x86 set (PICOLM_ISA=avx2|avxvnni|avx512) on a CPU without it would only
+     * repeat a narrower set's run. */
+    const char *isa_env = getenv("PICOLM_ISA");
+    if (isa_env &&
+        (!strcmp(isa_env, "avx2") || !strcmp(isa_env, "avxvnni") || !strcmp(isa_env, "avx512")) &&
+        strcmp(isa_env, pl_quant_isa()) != 0) {
+        fprintf(stderr, "PICOLM_ISA=%s: this CPU runs %s instead: skipping\n", isa_env,
+                pl_quant_isa());
+        return 77;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "%s: %s: skipping\n", dir, strerror(errno));

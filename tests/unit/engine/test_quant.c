@@ -1396,7 +1396,7 @@ static void test_quantizers_reproduce_llama_quantize(void **state) {
 /* ---- Which kernel sets the environment allows (pl_quant_env_allows) ---- */
 
 static void expect_allows(const char *force, const char *isa_env, const char *want_yes) {
-    static const char *const sets[] = {"avx2", "avx512", "neon", "neon-dotprod"};
+    static const char *const sets[] = {"avx2", "avxvnni", "avx512", "neon", "neon-dotprod"};
     if (force)
         setenv("PICOLM_FORCE_SCALAR", force, 1);
     else
@@ -1420,7 +1420,7 @@ static void expect_allows(const char *force, const char *isa_env, const char *wa
 
 static void test_env_selects_kernel_sets(void **state) {
     (void)state;
-    const char *all = "|avx2|avx512|neon|neon-dotprod|";
+    const char *all = "|avx2|avxvnni|avx512|neon|neon-dotprod|";
     expect_allows(NULL, NULL, all);
     expect_allows("0", "", all);
     expect_allows("", "best", all);
@@ -1428,7 +1428,8 @@ static void test_env_selects_kernel_sets(void **state) {
     expect_allows("yes", "avx512", "||"); /* FORCE_SCALAR wins */
     expect_allows(NULL, "scalar", "||");
     expect_allows(NULL, "avx2", "|avx2|");
-    expect_allows(NULL, "avx512", "|avx2|avx512|");
+    expect_allows(NULL, "avxvnni", "|avx2|avxvnni|");
+    expect_allows(NULL, "avx512", "|avx2|avxvnni|avx512|");
     expect_allows(NULL, "neon", "|neon|");
     expect_allows("0", "neon-dotprod", "|neon|neon-dotprod|");
     expect_allows(NULL, "avx-512", "||"); /* a typo tests nothing by accident */

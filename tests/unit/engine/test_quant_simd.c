@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the x86 kernel sets (engine/arch/x86/quant_{x86,avx2,avx512}.c): for every
+/* Unit tests for the x86 kernel sets (engine/arch/x86/quant_{x86,avx2,avxvnni,avx512}.c): for every
  * type and every set this CPU supports, vec_dot against the scalar reference on random,
  * extreme-scale, all-zero, max-magnitude and all-high-bit blocks (1..19 blocks, unaligned
  * buffers, activation quants over the whole int8 range), and from_f32 bit-identical to
@@ -42,7 +42,7 @@
 #define MAX_BLOCKS 19
 #define N_TRIALS 24
 
-static const char *const isas[] = {"avx2", "avx512"};
+static const char *const isas[] = {"avx2", "avxvnni", "avx512"};
 #define N_ISAS (sizeof(isas) / sizeof(isas[0]))
 
 /* ---- Deterministic random numbers (xorshift64*) ---- */
@@ -300,6 +300,10 @@ static int n_dota_checked; /* vec_dot_a comparisons made */
 static void check_dot(const char *isa, const char *variant, const struct type_info *ti) {
     const struct pl_quant_kernels *ref = pl_quant_kernels_ref(ti->type);
     const struct pl_quant_kernels *k = pl_quant_kernels_variant(isa, variant, ti->type);
+    const struct pl_quant_kernels *twin =
+        strcmp(isa, "avxvnni") == 0 && ti->type != PL_GGML_TYPE_Q8_0
+            ? pl_quant_kernels_isa("avx2", ti->type)
+            : NULL;
     assert_non_null(ref);
     assert_non_null(k);
     assert_non_null(k->vec_dot);
@@ -346,6 +350,12 @@ static void check_dot(const char *isa, const char *variant, const struct type_in
                          (double)want, fabs((double)got - (double)want), tol);
             if (m == MODE_ZERO && ti->block > 1)
                 assert_true(got == 0.f);
+            /* the AVX-VNNI set: the AVX2 kernels' integer sums by other instructions, so
+             * their bits (not Q8_0's: AVX2 sums other elements per int32 lane there) */
+            if (twin && memcmp(&got, &(float){twin->vec_dot(n, w, x)}, sizeof(float)) != 0)
+                fail_msg("%s/%s %s: n %lld mode %s trial %d: %.9g, avx2 %.9g", isa, variant,
+                         ti->name, (long long)n, mode_names[m], trial, (double)got,
+                         (double)twin->vec_dot(n, w, x));
             /* the aligned-activation form: bit-identical to vec_dot */
             if (k->vec_dot_a) {
                 assert_int_equal(ref->vec_dot_type, PL_GGML_TYPE_Q8_K);
@@ -522,9 +532,10 @@ static void test_from_f32_bit_identical(void **state) {
 
 static void test_dispatch_picks_best_set(void **state) {
     (void)state;
-    const char *best = pl_quant_x86_supported("avx512") ? "avx512"
-                       : pl_quant_x86_supported("avx2") ? "avx2"
-                                                        : "scalar";
+    const char *best = pl_quant_x86_supported("avx512")    ? "avx512"
+                       : pl_quant_x86_supported("avxvnni") ? "avxvnni"
+                       : pl_quant_x86_supported("avx2")    ? "avx2"
+                                                           : "scalar";
     const char *env = getenv("PICOLM_FORCE_SCALAR");
     if (env && env[0] && strcmp(env, "0") != 0)
         best = "scalar";
