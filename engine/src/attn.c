@@ -50,7 +50,7 @@ static inline float round_to_f16(float f) {
 #ifdef PL_ATTN_HAVE_AVX512
 #include <cpuid.h>
 
-static bool have_avx512;
+static bool have_avx512, have_avx2;
 
 /* CPUID.1:ECX.F16C, asked directly: clang before 15 rejects "f16c" in
  * __builtin_cpu_supports(), which broke the clang (fuzz) builds. */
@@ -65,6 +65,8 @@ static void choose(void) {
 #ifdef PL_ATTN_HAVE_AVX512
     __builtin_cpu_init();
     have_avx512 = pl_quant_env_allows("avx512") && __builtin_cpu_supports("avx512f") && cpu_f16c();
+    have_avx2 = pl_quant_env_allows("avx2") && __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma") && cpu_f16c();
 #endif
 }
 
@@ -85,8 +87,8 @@ int pl_attn_init(struct pl_attn *a, uint32_t n_head, uint32_t n_head_kv, uint32_
     (void)pthread_once(&choose_once, choose);
     a->item = pl_attn_item_scalar;
 #ifdef PL_ATTN_HAVE_AVX512
-    if (allow_simd && have_avx512 && head_dim % 16 == 0) {
-        a->item = pl_attn_item_avx512;
+    if (allow_simd && head_dim % 16 == 0 && (have_avx512 || have_avx2)) {
+        a->item = have_avx512 ? pl_attn_item_avx512 : pl_attn_item_avx2;
         a->simd = true;
     }
 #else

@@ -80,6 +80,8 @@ void pl_attn_item_scalar(const struct pl_attn *a, const struct pl_attn_item *it)
 /* engine/arch/x86/attn_avx512.c: head_dim a multiple of 16; call only when the CPU has
  * AVX-512 F and F16C. */
 void pl_attn_item_avx512(const struct pl_attn *a, const struct pl_attn_item *it);
+/* engine/arch/x86/attn_avx2.c: the same kernel on AVX2 + FMA + F16C. */
+void pl_attn_item_avx2(const struct pl_attn *a, const struct pl_attn_item *it);
 #endif
 
 #endif

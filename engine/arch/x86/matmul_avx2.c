@@ -3,7 +3,7 @@
  * by matmul.c; compiled with -mavx2 -mfma): SwiGLU and RMSNorm, as matmul_avx512.c's. On
  * those CPUs every FFN row went through libm's expf one element at a time. */
 #include "matmul.h"
-#include "vexp_coef.h"
+#include "vexp_avx2.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -16,42 +16,13 @@ static inline __m256i lane_mask(size_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), idx);
 }
 
-/* 2^n for integer-valued n in [-76, 0] (a normal float), built in the exponent field. */
-static inline __m256 pow2i(__m256i n) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-}
-
-/* exp(x) for x <= 0, vexp_avx512.h's pl_vexp_nonpos on 8 lanes (vexp_coef.h's steps and
- * constants). AVX2 has no VSCALEFPS: 2^n (n down to -150, below the normal floats) is
- * applied as two normal powers of two, 2^(n - n/2) then 2^(n/2), so only the last multiply
- * rounds into the subnormals. 0 below -104 and for -inf; NaN comes out as exp(-104) (the
- * callers keep NaN themselves). */
-static inline __m256 vexp_nonpos(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(PL_VEXP_MIN));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(PL_VEXP_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(PL_VEXP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(PL_VEXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(PL_VEXP_C7);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PL_VEXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i half = _mm256_srai_epi32(ni, 1);
-    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(_mm256_sub_epi32(ni, half))), pow2i(half));
-}
-
 void pl_mm_swiglu_avx2(float *out, const float *g, const float *u, size_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
     for (size_t i = 0; i < n; i += 8) {
         const __m256i m = lane_mask(n - i);
         const __m256 x = _mm256_maskload_ps(g + i, m);
         /* exp(-|x|); x < 0 takes x e / (1 + e), the rest x / (1 + e) */
-        const __m256 e = vexp_nonpos(_mm256_or_ps(x, sign));
+        const __m256 e = pl_vexp8_nonpos(_mm256_or_ps(x, sign));
         const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
         const __m256 num = _mm256_blendv_ps(x, _mm256_mul_ps(x, e), neg);
         const __m256 r = _mm256_div_ps(num, _mm256_add_ps(one, e));

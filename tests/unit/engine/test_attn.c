@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the attention (engine/src/attn.c, engine/arch/x86/attn_avx512.c): the scalar and
- * the vector kernel against a double-precision two-pass softmax over the same cache values,
- * on random Q/K/V in a paged cache whose blocks interleave with another sequence's; F16 and
- * F32 caches, grouped-query ratios 1, 4 and 8, head dims 64 and 128 (and an odd one on the
- * scalar kernel), sequence lengths around block boundaries, score ranges wide enough that
+/* Tests of the attention (engine/src/attn.c, engine/arch/x86/attn_{simd.h,avx512.c,avx2.c}):
+ * the scalar and the vector kernel (AVX-512, or AVX2 with PICOLM_ISA=avx2) against a
+ * double-precision two-pass softmax over the same cache values, on random Q/K/V in a paged
+ * cache whose blocks interleave with another sequence's; F16 and F32 caches, grouped-query
+ * ratios 1, 4 and 8 (and groups of 2, 3, 5, 7 heads), head dims 16 to 128 (and an odd one on
+ * the scalar kernel), sequence lengths around block boundaries, score ranges wide enough that
  * exp() of the first scores underflows and a later block brings a far larger maximum; the
  * work split over threads running at once (groups cut for decode) giving identical bits. */
 #include <errno.h>
@@ -316,6 +317,19 @@ static void test_attn_f32_gqa(void **state) {
     }
 }
 
+/* Head sizes of 1 to 5 chunks of 16 and groups of 2, 3, 5 and 7 query heads: every run
+ * length of the vector kernels (8, 4, 2, 1 heads; AVX2 at most 4) and their chunk tails. */
+static void test_attn_head_shapes(void **state) {
+    (void)state;
+    static const uint32_t hds[] = {16, 32, 48, 80};
+    static const uint32_t groups[] = {2, 3, 5, 7};
+    for (size_t i = 0; i < 4; i++)
+        for (size_t g = 0; g < 4; g++) {
+            check_case(PL_KV_F16, 2 * groups[g], 2, hds[i], RANDOM, 4.0, true);
+            check_case(PL_KV_F32, groups[g], 1, hds[i], RANDOM, 4.0, true);
+        }
+}
+
 /* Scores spanning hundreds: the first scores' exp() underflows once a block brings a new
  * maximum (RISING), or every later score underflows against the first (FALLING). */
 static void test_attn_wide_score_ranges(void **state) {
@@ -357,6 +371,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attn_f16_gqa),
         cmocka_unit_test(test_attn_f32_gqa),
+        cmocka_unit_test(test_attn_head_shapes),
         cmocka_unit_test(test_attn_wide_score_ranges),
         cmocka_unit_test(test_attn_odd_head_dim),
         cmocka_unit_test(test_attn_init_rejects_bad_shapes),
