@@ -48,23 +48,72 @@ static inline __attribute__((always_inline)) void neon_prefetch(const void *p) {
     __builtin_prefetch((const char *)p + PL_QUANT_PREFETCH_BYTES, 0, 0);
 }
 
+/* ---- Dot products of NT tokens ----
+ * Every kernel below takes NT activation rows (1 .. PL_QUANT_DOTN_MAX, a constant after
+ * inlining) against one weight row: the weights are unpacked once per block for all of them,
+ * and per token the operations are the same in the same order, so vec_dot (NT = 1) and
+ * vec_dotn give a token the same bits. Prompts (no tiled kernels on aarch64) and the decode
+ * step of several sessions take the tokens 8 at a time (matmul.c). */
+
+/* vec_dot: the kernel impl with NT = 1. */
+#define NEON_DOT1(name, impl)                                                                      \
+    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
+        const void *const x[1] = {x1};                                                             \
+        float r;                                                                                   \
+        impl(n, w, x, &r, 1);                                                                      \
+        return r;                                                                                  \
+    }
+
+/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
+#define NEON_DOTN(name, impl)                                                                      \
+    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
+                     float *out) {                                                                 \
+        switch (nx) {                                                                              \
+        case 8:                                                                                    \
+            impl(n, w, x, out, 8);                                                                 \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            impl(n, w, x, out, 7);                                                                 \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            impl(n, w, x, out, 6);                                                                 \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            impl(n, w, x, out, 5);                                                                 \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            impl(n, w, x, out, 4);                                                                 \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            impl(n, w, x, out, 3);                                                                 \
+            break;                                                                                 \
+        default:                                                                                   \
+            impl(n, w, x, out, 2);                                                                 \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+_Static_assert(PL_QUANT_DOTN_MAX == 8, "NEON_DOTN covers 2 .. 8 tokens");
+
+#define NEON_NT_INLINE static inline __attribute__((always_inline))
+
 /* ---- Legacy 32-element blocks ---- */
 
-/* Each block's integer products as 4 lanes; the loops below alternate two float
- * accumulators, so consecutive blocks' multiply-adds do not wait on each other. */
+/* A block's 32 quants as signed bytes (elements 0..15, 16..31), offsets applied. */
+struct neon_b32 {
+    int8x16_t a, b;
+};
 
-static inline int32x4_t neon_blk_q4_0(const struct pl_block_q4_0 *a, const int8_t *y) {
+static inline struct neon_b32 neon_u_q4_0(const struct pl_block_q4_0 *a) {
     uint8x16_t q = vld1q_u8(a->qs);
-    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
-    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-    return neon_dot32(lo, hi, y);
+    return (struct neon_b32){
+        vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8)),
+        vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8))};
 }
 
-static inline int32x4_t neon_blk_q4_1(const struct pl_block_q4_1 *a, const int8_t *y) {
+static inline struct neon_b32 neon_u_q4_1(const struct pl_block_q4_1 *a) {
     uint8x16_t q = vld1q_u8(a->qs);
-    int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F)));
-    int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-    return neon_dot32(lo, hi, y);
+    return (struct neon_b32){vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))),
+                             vreinterpretq_s8_u8(vshrq_n_u8(q, 4))};
 }
 
 /* The 32 unsigned 5-bit quants of a Q5 block: low nibbles (elements 0..15) in ret_lo, high
@@ -80,73 +129,79 @@ static inline void neon_q5_quants(const uint8_t *qs, const uint8_t qh[4], uint8x
     *ret_hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(vtstq_u8(hh, bit), b4));
 }
 
-static inline int32x4_t neon_blk_q5_0(const struct pl_block_q5_0 *a, const int8_t *y) {
+static inline struct neon_b32 neon_u_q5_0(const struct pl_block_q5_0 *a) {
     uint8x16_t lo, hi;
     neon_q5_quants(a->qs, a->qh, &lo, &hi);
-    return neon_dot32(vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(16)),
-                      vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(16)), y);
+    return (struct neon_b32){vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(16)),
+                             vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(16))};
 }
 
-static inline int32x4_t neon_blk_q5_1(const struct pl_block_q5_1 *a, const int8_t *y) {
+static inline struct neon_b32 neon_u_q5_1(const struct pl_block_q5_1 *a) {
     uint8x16_t lo, hi;
     neon_q5_quants(a->qs, a->qh, &lo, &hi);
-    return neon_dot32(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), y);
+    return (struct neon_b32){vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)};
 }
 
-static inline int32x4_t neon_blk_q8_0(const struct pl_block_q8_0 *a, const int8_t *y) {
-    return neon_dot32(vld1q_s8(a->qs), vld1q_s8(a->qs + 16), y);
+static inline struct neon_b32 neon_u_q8_0(const struct pl_block_q8_0 *a) {
+    return (struct neon_b32){vld1q_s8(a->qs), vld1q_s8(a->qs + 16)};
 }
 
-/* acc += the lanes p of block i scaled by d(weight) * d(activation) */
-#define NEON_LEGACY_STEP(acc, blk, i)                                                              \
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(blk(&a[i], b[i].qs)), neon_h2f(a[i].d) * neon_h2f(b[i].d))
+/* acc += the products of unpacked block u with the activation block bx, scaled by dw x its d */
+#define NEON_B32_STEP(acc, u, dw, bx)                                                              \
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(neon_dot32((u).a, (u).b, (bx).qs)), (dw)*neon_h2f((bx).d))
 
-/* A symmetric type (no minimum) against Q8_0. */
-#define NEON_DEF_DOT_SYM(name, wtype, blk)                                                         \
-    static float name(int64_t n, const void *restrict w, const void *restrict x) {                 \
+/* NT tokens of a 32-element type against Q8_0 (MIN 0) or, with a minimum m, against Q8_1
+ * (MIN 1: plus m times each block's s = d * sum(qs), the term MT(weight block, activation
+ * block)). Per token two float accumulators alternate over the blocks, so consecutive
+ * blocks' multiply-adds do not wait on each other. */
+#define NEON_DEF_DOT32(name, wtype, xtype, unpack, MIN, MT)                                        \
+    NEON_NT_INLINE void name##_n(int64_t n, const void *restrict w, const void *const *x,          \
+                                 float *out, const int NT) {                                       \
         const struct wtype *a = w;                                                                 \
-        const struct pl_block_q8_0 *b = x;                                                         \
-        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                              \
-        int64_t nb = n / PL_QK8_0, i = 0;                                                          \
-        assert(n % PL_QK8_0 == 0);                                                                 \
-        for (; i + 2 <= nb; i += 2) {                                                              \
-            neon_prefetch(&a[i]);                                                                  \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
-            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                    \
+        const struct xtype *b[PL_QUANT_DOTN_MAX];                                                  \
+        float32x4_t acc0[PL_QUANT_DOTN_MAX], acc1[PL_QUANT_DOTN_MAX];                              \
+        float summ[PL_QUANT_DOTN_MAX];                                                             \
+        for (int t = 0; t < NT; t++) {                                                             \
+            b[t] = x[t];                                                                           \
+            acc0[t] = acc1[t] = vdupq_n_f32(0.f);                                                  \
+            summ[t] = 0.f;                                                                         \
         }                                                                                          \
-        if (i < nb)                                                                                \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
-        return vaddvq_f32(vaddq_f32(acc0, acc1));                                                  \
-    }
-
-/* A type with a minimum m against Q8_1: m times the block's s = d * sum(qs). */
-#define NEON_DEF_DOT_MIN(name, wtype, blk)                                                         \
-    static float name(int64_t n, const void *restrict w, const void *restrict x) {                 \
-        const struct wtype *a = w;                                                                 \
-        const struct pl_block_q8_1 *b = x;                                                         \
-        float32x4_t acc0 = vdupq_n_f32(0.f), acc1 = vdupq_n_f32(0.f);                              \
-        float summ = 0.f;                                                                          \
-        int64_t nb = n / PL_QK8_1, i = 0;                                                          \
-        assert(n % PL_QK8_1 == 0);                                                                 \
+        const int64_t nb = n / 32;                                                                 \
+        int64_t i = 0;                                                                             \
+        assert(n % 32 == 0);                                                                       \
         for (; i + 2 <= nb; i += 2) {                                                              \
             neon_prefetch(&a[i]);                                                                  \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
-            NEON_LEGACY_STEP(acc1, blk, i + 1);                                                    \
-            summ +=                                                                                \
-                neon_h2f(a[i].m) * neon_h2f(b[i].s) + neon_h2f(a[i + 1].m) * neon_h2f(b[i + 1].s); \
+            const struct neon_b32 u0 = unpack(&a[i]), u1 = unpack(&a[i + 1]);                      \
+            const float d0 = neon_h2f(a[i].d), d1 = neon_h2f(a[i + 1].d);                          \
+            for (int t = 0; t < NT; t++) {                                                         \
+                NEON_B32_STEP(acc0[t], u0, d0, b[t][i]);                                           \
+                NEON_B32_STEP(acc1[t], u1, d1, b[t][i + 1]);                                       \
+                if (MIN)                                                                           \
+                    summ[t] += MT(a[i], b[t][i]) + MT(a[i + 1], b[t][i + 1]);                      \
+            }                                                                                      \
         }                                                                                          \
         if (i < nb) {                                                                              \
-            NEON_LEGACY_STEP(acc0, blk, i);                                                        \
-            summ += neon_h2f(a[i].m) * neon_h2f(b[i].s);                                           \
+            const struct neon_b32 u0 = unpack(&a[i]);                                              \
+            const float d0 = neon_h2f(a[i].d);                                                     \
+            for (int t = 0; t < NT; t++) {                                                         \
+                NEON_B32_STEP(acc0[t], u0, d0, b[t][i]);                                           \
+                if (MIN)                                                                           \
+                    summ[t] += MT(a[i], b[t][i]);                                                  \
+            }                                                                                      \
         }                                                                                          \
-        return vaddvq_f32(vaddq_f32(acc0, acc1)) + summ;                                           \
+        for (int t = 0; t < NT; t++) {                                                             \
+            const float s = vaddvq_f32(vaddq_f32(acc0[t], acc1[t]));                               \
+            out[t] = MIN ? s + summ[t] : s;                                                        \
+        }                                                                                          \
     }
-
-NEON_DEF_DOT_SYM(neon_vec_dot_q4_0, pl_block_q4_0, neon_blk_q4_0)
-NEON_DEF_DOT_SYM(neon_vec_dot_q5_0, pl_block_q5_0, neon_blk_q5_0)
-NEON_DEF_DOT_SYM(neon_vec_dot_q8_0, pl_block_q8_0, neon_blk_q8_0)
-NEON_DEF_DOT_MIN(neon_vec_dot_q4_1, pl_block_q4_1, neon_blk_q4_1)
-NEON_DEF_DOT_MIN(neon_vec_dot_q5_1, pl_block_q5_1, neon_blk_q5_1)
+/* m x s of a block (the MIN types'), and the symmetric types' stand-in (never evaluated) */
+#define NEON_MIN_OF(wb, xb) (neon_h2f((wb).m) * neon_h2f((xb).s))
+#define NEON_NO_MIN(wb, xb) 0.f
+NEON_DEF_DOT32(neon_q4_0, pl_block_q4_0, pl_block_q8_0, neon_u_q4_0, 0, NEON_NO_MIN)
+NEON_DEF_DOT32(neon_q4_1, pl_block_q4_1, pl_block_q8_1, neon_u_q4_1, 1, NEON_MIN_OF)
+NEON_DEF_DOT32(neon_q5_0, pl_block_q5_0, pl_block_q8_0, neon_u_q5_0, 0, NEON_NO_MIN)
+NEON_DEF_DOT32(neon_q5_1, pl_block_q5_1, pl_block_q8_1, neon_u_q5_1, 1, NEON_MIN_OF)
+NEON_DEF_DOT32(neon_q8_0, pl_block_q8_0, pl_block_q8_0, neon_u_q8_0, 0, NEON_NO_MIN)
 
 /* ---- K-quants with Q8_K ---- */
 
@@ -162,56 +217,77 @@ static inline int32_t neon_mins16(uint8x16_t mins, const int16_t *bsums) {
     return vaddvq_s32(s);
 }
 
-static float neon_vec_dot_q2_K(int64_t n, const void *restrict w, const void *restrict x) {
+/* Per-token state of the K-quant kernels: the activation rows, the row sums, the integer
+ * sums of the current super-block. */
+#define NEON_K_BEGIN                                                                               \
+    const struct pl_block_q8_K *b[PL_QUANT_DOTN_MAX];                                              \
+    float sum[PL_QUANT_DOTN_MAX];                                                                  \
+    int32x4_t sumi[PL_QUANT_DOTN_MAX];                                                             \
+    for (int t = 0; t < NT; t++) {                                                                 \
+        b[t] = x[t];                                                                               \
+        sum[t] = 0.f;                                                                              \
+    }                                                                                              \
+    assert(n % PL_QK_K == 0)
+#define NEON_K_END                                                                                 \
+    for (int t = 0; t < NT; t++)                                                                   \
+    out[t] = sum[t]
+
+NEON_NT_INLINE void neon_q2_K_n(int64_t n, const void *restrict w, const void *const *x, float *out,
+                                const int NT) {
     const struct pl_block_q2_K *a = w;
-    const struct pl_block_q8_K *b = x;
     const uint8x16_t m2 = vdupq_n_u8(3), m4 = vdupq_n_u8(0x0F);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
+    NEON_K_BEGIN;
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         uint8x16_t sc = vld1q_u8(a[i].scales);
-        int32_t summ = neon_mins16(vshrq_n_u8(sc, 4), b[i].bsums);
+        const uint8x16_t mins = vshrq_n_u8(sc, 4);
         uint8_t scale[16];
         vst1q_u8(scale, vandq_u8(sc, m4));
-        int32x4_t sumi = vdupq_n_s32(0);
+        for (int t = 0; t < NT; t++)
+            sumi[t] = vdupq_n_s32(0);
         neon_prefetch(&a[i]);
         for (int h = 0; h < 2; h++) {
             uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * h), q1 = vld1q_u8(a[i].qs + 32 * h + 16);
-            const int8_t *y = b[i].qs + 128 * h;
-            for (int s = 0; s < 4; s++, y += 32) {
+            for (int s = 0; s < 4; s++) {
                 int8x16_t sh = vdupq_n_s8((int8_t)(-2 * s));
                 int8x16_t v0 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q0, sh), m2));
                 int8x16_t v1 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q1, sh), m2));
                 int j = 8 * h + 2 * s;
-                sumi = vmlaq_n_s32(sumi, neon_dot16(vdupq_n_s32(0), v0, vld1q_s8(y)), scale[j]);
-                sumi = vmlaq_n_s32(sumi, neon_dot16(vdupq_n_s32(0), v1, vld1q_s8(y + 16)),
-                                   scale[j + 1]);
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *y = b[t][i].qs + 128 * h + 32 * s;
+                    sumi[t] =
+                        vmlaq_n_s32(sumi[t], neon_dot16(vdupq_n_s32(0), v0, vld1q_s8(y)), scale[j]);
+                    sumi[t] = vmlaq_n_s32(sumi[t], neon_dot16(vdupq_n_s32(0), v1, vld1q_s8(y + 16)),
+                                          scale[j + 1]);
+                }
             }
         }
-        float dall = b[i].d * neon_h2f(a[i].d);
-        float dmin = b[i].d * neon_h2f(a[i].dmin);
-        sum += dall * (float)vaddvq_s32(sumi) - dmin * (float)summ;
+        const float dw = neon_h2f(a[i].d), dmw = neon_h2f(a[i].dmin);
+        for (int t = 0; t < NT; t++) {
+            int32_t summ = neon_mins16(mins, b[t][i].bsums);
+            float dall = b[t][i].d * dw;
+            float dmin = b[t][i].d * dmw;
+            sum[t] += dall * (float)vaddvq_s32(sumi[t]) - dmin * (float)summ;
+        }
     }
-    return sum;
+    NEON_K_END;
 }
 
-static float neon_vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
+NEON_NT_INLINE void neon_q3_K_n(int64_t n, const void *restrict w, const void *const *x, float *out,
+                                const int NT) {
     const struct pl_block_q3_K *a = w;
-    const struct pl_block_q8_K *b = x;
     const uint8x16_t m2 = vdupq_n_u8(3), four = vdupq_n_u8(4);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
+    NEON_K_BEGIN;
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         int32_t scale[16];
         for (int j = 0; j < 16; j++)
             scale[j] = pl_q3k_scale(j, a[i].scales) - 32;
         uint8x16_t hm0 = vld1q_u8(a[i].hmask), hm1 = vld1q_u8(a[i].hmask + 16);
-        int32x4_t sumi = vdupq_n_s32(0);
+        for (int t = 0; t < NT; t++)
+            sumi[t] = vdupq_n_s32(0);
         neon_prefetch(&a[i]);
         for (int h = 0; h < 2; h++) {
             uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * h), q1 = vld1q_u8(a[i].qs + 32 * h + 16);
-            const int8_t *y = b[i].qs + 128 * h;
-            for (int s = 0; s < 4; s++, y += 32) {
+            for (int s = 0; s < 4; s++) {
                 int8x16_t sh = vdupq_n_s8((int8_t)(-2 * s));
                 uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + s)));
                 /* q = low 2 bits, minus 4 where the hmask bit is clear */
@@ -222,19 +298,24 @@ static float neon_vec_dot_q3_K(int64_t n, const void *restrict w, const void *re
                 int8x16_t v1 =
                     vreinterpretq_s8_u8(vsubq_u8(l1, vbicq_u8(four, vtstq_u8(hm1, bit))));
                 int j = 8 * h + 2 * s;
-                sumi = vmlaq_n_s32(sumi, neon_dot16(vdupq_n_s32(0), v0, vld1q_s8(y)), scale[j]);
-                sumi = vmlaq_n_s32(sumi, neon_dot16(vdupq_n_s32(0), v1, vld1q_s8(y + 16)),
-                                   scale[j + 1]);
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *y = b[t][i].qs + 128 * h + 32 * s;
+                    sumi[t] =
+                        vmlaq_n_s32(sumi[t], neon_dot16(vdupq_n_s32(0), v0, vld1q_s8(y)), scale[j]);
+                    sumi[t] = vmlaq_n_s32(sumi[t], neon_dot16(vdupq_n_s32(0), v1, vld1q_s8(y + 16)),
+                                          scale[j + 1]);
+                }
             }
         }
-        sum += (neon_h2f(a[i].d) * b[i].d) * (float)vaddvq_s32(sumi);
+        const float dw = neon_h2f(a[i].d);
+        for (int t = 0; t < NT; t++)
+            sum[t] += (dw * b[t][i].d) * (float)vaddvq_s32(sumi[t]);
     }
-    return sum;
+    NEON_K_END;
 }
 
-/* Q4_K/Q5_K: the 8 scales and the mins' part sum_j m_j * (bsums[2j] + bsums[2j+1]). */
-static inline int32_t neon_q45_scales(const uint8_t *packed, const int16_t *bsums,
-                                      int32_t scale[8]) {
+/* Q4_K/Q5_K: the 8 scales and the 8 mins of a super-block. */
+static inline void neon_q45_scales(const uint8_t *packed, int32_t scale[8], int16x8_t *ret_mins) {
     uint8_t mins[8];
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
@@ -242,88 +323,87 @@ static inline int32_t neon_q45_scales(const uint8_t *packed, const int16_t *bsum
         scale[j] = sc;
         mins[j] = m;
     }
+    *ret_mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins)));
+}
+
+/* sum_j m_j * (bsums[2j] + bsums[2j+1]): the mins' part of a token's super-block */
+static inline int32_t neon_q45_mins(int16x8_t mn, const int16_t *bsums) {
     int16x8_t bs = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
-    int16x8_t mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins)));
     int32x4_t s = vmull_s16(vget_low_s16(bs), vget_low_s16(mn));
     s = vmlal_high_s16(s, bs, mn);
     return vaddvq_s32(s);
 }
 
-static float neon_vec_dot_q4_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q4_K *a = w;
-    const struct pl_block_q8_K *b = x;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
-    for (int64_t i = 0; i < n / PL_QK_K; i++) {
-        int32_t scale[8];
-        int32_t summ = neon_q45_scales(a[i].scales, b[i].bsums, scale);
-        int32x4_t sumi = vdupq_n_s32(0);
-        const int8_t *y = b[i].qs;
-        neon_prefetch(&a[i]);
-        for (int g = 0; g < 4; g++, y += 64) {
-            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * g), q1 = vld1q_u8(a[i].qs + 32 * g + 16);
-            int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(q0, m4));
-            int8x16_t l1 = vreinterpretq_s8_u8(vandq_u8(q1, m4));
-            int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
-            int8x16_t h1 = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
-            sumi = vmlaq_n_s32(sumi, neon_dot32(l0, l1, y), scale[2 * g]);
-            sumi = vmlaq_n_s32(sumi, neon_dot32(h0, h1, y + 32), scale[2 * g + 1]);
-        }
-        float d = neon_h2f(a[i].d) * b[i].d, dmin = neon_h2f(a[i].dmin) * b[i].d;
-        sum += d * (float)vaddvq_s32(sumi) - dmin * (float)summ;
-    }
-    return sum;
-}
-
-static float neon_vec_dot_q5_K(int64_t n, const void *restrict w, const void *restrict x) {
-    const struct pl_block_q5_K *a = w;
-    const struct pl_block_q8_K *b = x;
+/* Q4_K (q5 = 0) or Q5_K (q5 = 1, its fifth bits from qh); a constant after inlining. */
+NEON_NT_INLINE void neon_q45_K_n(int64_t n, const void *restrict w, const void *const *x,
+                                 float *out, const int NT, const int q5) {
+    const uint8_t *base = w;
+    const size_t bb = q5 ? sizeof(struct pl_block_q5_K) : sizeof(struct pl_block_q4_K);
     const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
+    NEON_K_BEGIN;
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
+        const uint8_t *blk = base + (size_t)i * bb;
+        /* d, dmin and the 12 scale bytes lead both layouts; Q5_K's qh, then qs, follow */
+        const uint8_t *qs = blk + 16 + (q5 ? 32 : 0);
         int32_t scale[8];
-        int32_t summ = neon_q45_scales(a[i].scales, b[i].bsums, scale);
-        uint8x16_t qh0 = vld1q_u8(a[i].qh), qh1 = vld1q_u8(a[i].qh + 16);
-        int32x4_t sumi = vdupq_n_s32(0);
-        const int8_t *y = b[i].qs;
-        neon_prefetch(&a[i]);
-        for (int g = 0; g < 4; g++, y += 64) {
-            uint8x16_t q0 = vld1q_u8(a[i].qs + 32 * g), q1 = vld1q_u8(a[i].qs + 32 * g + 16);
-            uint8x16_t bl = vdupq_n_u8((uint8_t)(1u << (2 * g)));
-            uint8x16_t bh = vdupq_n_u8((uint8_t)(2u << (2 * g)));
-            int8x16_t l0 =
-                vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), vandq_u8(vtstq_u8(qh0, bl), b4)));
-            int8x16_t l1 =
-                vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), vandq_u8(vtstq_u8(qh1, bl), b4)));
-            int8x16_t h0 =
-                vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), vandq_u8(vtstq_u8(qh0, bh), b4)));
-            int8x16_t h1 =
-                vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), vandq_u8(vtstq_u8(qh1, bh), b4)));
-            sumi = vmlaq_n_s32(sumi, neon_dot32(l0, l1, y), scale[2 * g]);
-            sumi = vmlaq_n_s32(sumi, neon_dot32(h0, h1, y + 32), scale[2 * g + 1]);
+        int16x8_t mn;
+        neon_q45_scales(blk + 4, scale, &mn);
+        uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);
+        if (q5) {
+            qh0 = vld1q_u8(blk + 16);
+            qh1 = vld1q_u8(blk + 32);
         }
-        float d = neon_h2f(a[i].d) * b[i].d, dmin = neon_h2f(a[i].dmin) * b[i].d;
-        sum += d * (float)vaddvq_s32(sumi) - dmin * (float)summ;
+        for (int t = 0; t < NT; t++)
+            sumi[t] = vdupq_n_s32(0);
+        neon_prefetch(blk);
+        for (int g = 0; g < 4; g++) {
+            uint8x16_t q0 = vld1q_u8(qs + 32 * g), q1 = vld1q_u8(qs + 32 * g + 16);
+            uint8x16_t l0 = vandq_u8(q0, m4), l1 = vandq_u8(q1, m4);
+            uint8x16_t h0 = vshrq_n_u8(q0, 4), h1 = vshrq_n_u8(q1, 4);
+            if (q5) {
+                uint8x16_t bl = vdupq_n_u8((uint8_t)(1u << (2 * g)));
+                uint8x16_t bh = vdupq_n_u8((uint8_t)(2u << (2 * g)));
+                l0 = vorrq_u8(l0, vandq_u8(vtstq_u8(qh0, bl), b4));
+                l1 = vorrq_u8(l1, vandq_u8(vtstq_u8(qh1, bl), b4));
+                h0 = vorrq_u8(h0, vandq_u8(vtstq_u8(qh0, bh), b4));
+                h1 = vorrq_u8(h1, vandq_u8(vtstq_u8(qh1, bh), b4));
+            }
+            for (int t = 0; t < NT; t++) {
+                const int8_t *y = b[t][i].qs + 64 * g;
+                sumi[t] = vmlaq_n_s32(
+                    sumi[t], neon_dot32(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), y),
+                    scale[2 * g]);
+                sumi[t] = vmlaq_n_s32(
+                    sumi[t], neon_dot32(vreinterpretq_s8_u8(h0), vreinterpretq_s8_u8(h1), y + 32),
+                    scale[2 * g + 1]);
+            }
+        }
+        uint16_t dh, dmh;
+        memcpy(&dh, blk, sizeof(dh));
+        memcpy(&dmh, blk + 2, sizeof(dmh));
+        const float dw = neon_h2f(dh), dmw = neon_h2f(dmh);
+        for (int t = 0; t < NT; t++) {
+            int32_t summ = neon_q45_mins(mn, b[t][i].bsums);
+            float d = dw * b[t][i].d, dmin = dmw * b[t][i].d;
+            sum[t] += d * (float)vaddvq_s32(sumi[t]) - dmin * (float)summ;
+        }
     }
-    return sum;
+    NEON_K_END;
 }
 
-static float neon_vec_dot_q6_K(int64_t n, const void *restrict w, const void *restrict x) {
+NEON_NT_INLINE void neon_q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out,
+                                const int NT) {
     const struct pl_block_q6_K *a = w;
-    const struct pl_block_q8_K *b = x;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
     const int8x16_t s32 = vdupq_n_s8(32);
-    float sum = 0.f;
-    assert(n % PL_QK_K == 0);
+    NEON_K_BEGIN;
     for (int64_t i = 0; i < n / PL_QK_K; i++) {
         const int8_t *sc = a[i].scales;
-        int32x4_t sumi = vdupq_n_s32(0);
+        for (int t = 0; t < NT; t++)
+            sumi[t] = vdupq_n_s32(0);
         neon_prefetch(&a[i]);
         for (int h = 0; h < 2; h++, sc += 8) {
             const uint8_t *ql = a[i].ql + 64 * h, *qh = a[i].qh + 32 * h;
-            const int8_t *y = b[i].qs + 128 * h;
             uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
             uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
             uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
@@ -339,28 +419,69 @@ static float neon_vec_dot_q6_K(int64_t n, const void *restrict w, const void *re
             u[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(h0, 2), m30));
             u[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(h1, 2), m30));
             for (int k = 0; k < 8; k++) {
-                int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(u[k]), s32);
-                int32x4_t p = neon_dot16(vdupq_n_s32(0), v, vld1q_s8(y + 16 * k));
-                sumi = vmlaq_n_s32(sumi, p, sc[k]);
+                const int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(u[k]), s32);
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *y = b[t][i].qs + 128 * h + 16 * k;
+                    int32x4_t p = neon_dot16(vdupq_n_s32(0), v, vld1q_s8(y));
+                    sumi[t] = vmlaq_n_s32(sumi[t], p, sc[k]);
+                }
             }
         }
-        sum += (neon_h2f(a[i].d) * b[i].d) * (float)vaddvq_s32(sumi);
+        const float dw = neon_h2f(a[i].d);
+        for (int t = 0; t < NT; t++)
+            sum[t] += (dw * b[t][i].d) * (float)vaddvq_s32(sumi[t]);
     }
-    return sum;
+    NEON_K_END;
 }
+
+NEON_NT_INLINE void neon_q4_K_n(int64_t n, const void *restrict w, const void *const *x, float *out,
+                                const int NT) {
+    neon_q45_K_n(n, w, x, out, NT, 0);
+}
+NEON_NT_INLINE void neon_q5_K_n(int64_t n, const void *restrict w, const void *const *x, float *out,
+                                const int NT) {
+    neon_q45_K_n(n, w, x, out, NT, 1);
+}
+
+NEON_DOT1(neon_vec_dot_q4_0, neon_q4_0_n)
+NEON_DOT1(neon_vec_dot_q4_1, neon_q4_1_n)
+NEON_DOT1(neon_vec_dot_q5_0, neon_q5_0_n)
+NEON_DOT1(neon_vec_dot_q5_1, neon_q5_1_n)
+NEON_DOT1(neon_vec_dot_q8_0, neon_q8_0_n)
+NEON_DOT1(neon_vec_dot_q2_K, neon_q2_K_n)
+NEON_DOT1(neon_vec_dot_q3_K, neon_q3_K_n)
+NEON_DOT1(neon_vec_dot_q4_K, neon_q4_K_n)
+NEON_DOT1(neon_vec_dot_q5_K, neon_q5_K_n)
+NEON_DOT1(neon_vec_dot_q6_K, neon_q6_K_n)
+NEON_DOTN(neon_vec_dotn_q4_0, neon_q4_0_n)
+NEON_DOTN(neon_vec_dotn_q4_1, neon_q4_1_n)
+NEON_DOTN(neon_vec_dotn_q5_0, neon_q5_0_n)
+NEON_DOTN(neon_vec_dotn_q5_1, neon_q5_1_n)
+NEON_DOTN(neon_vec_dotn_q8_0, neon_q8_0_n)
+NEON_DOTN(neon_vec_dotn_q2_K, neon_q2_K_n)
+NEON_DOTN(neon_vec_dotn_q3_K, neon_q3_K_n)
+NEON_DOTN(neon_vec_dotn_q4_K, neon_q4_K_n)
+NEON_DOTN(neon_vec_dotn_q5_K, neon_q5_K_n)
+NEON_DOTN(neon_vec_dotn_q6_K, neon_q6_K_n)
 
 /* Install the integer dot products of this variant. */
 static void neon_fill_dots(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {
-    table[PL_GGML_TYPE_Q4_0].vec_dot = neon_vec_dot_q4_0;
-    table[PL_GGML_TYPE_Q4_1].vec_dot = neon_vec_dot_q4_1;
-    table[PL_GGML_TYPE_Q5_0].vec_dot = neon_vec_dot_q5_0;
-    table[PL_GGML_TYPE_Q5_1].vec_dot = neon_vec_dot_q5_1;
-    table[PL_GGML_TYPE_Q8_0].vec_dot = neon_vec_dot_q8_0;
-    table[PL_GGML_TYPE_Q2_K].vec_dot = neon_vec_dot_q2_K;
-    table[PL_GGML_TYPE_Q3_K].vec_dot = neon_vec_dot_q3_K;
-    table[PL_GGML_TYPE_Q4_K].vec_dot = neon_vec_dot_q4_K;
-    table[PL_GGML_TYPE_Q5_K].vec_dot = neon_vec_dot_q5_K;
-    table[PL_GGML_TYPE_Q6_K].vec_dot = neon_vec_dot_q6_K;
+#define NEON_SET(T, t)                                                                             \
+    do {                                                                                           \
+        table[PL_GGML_TYPE_##T].vec_dot = neon_vec_dot_##t;                                        \
+        table[PL_GGML_TYPE_##T].vec_dotn = neon_vec_dotn_##t;                                      \
+    } while (0)
+    NEON_SET(Q4_0, q4_0);
+    NEON_SET(Q4_1, q4_1);
+    NEON_SET(Q5_0, q5_0);
+    NEON_SET(Q5_1, q5_1);
+    NEON_SET(Q8_0, q8_0);
+    NEON_SET(Q2_K, q2_K);
+    NEON_SET(Q3_K, q3_K);
+    NEON_SET(Q4_K, q4_K);
+    NEON_SET(Q5_K, q5_K);
+    NEON_SET(Q6_K, q6_K);
+#undef NEON_SET
 }
 
 #endif

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the aarch64 kernel sets (engine/arch/arm/quant_{arm,neon,neon_dotprod}.c):
  * for every type and both sets ("neon": SMULL/SADALP, "neon-dotprod": SDOT) this CPU runs,
- * vec_dot against the scalar reference on random, extreme-scale, all-zero, max-magnitude
- * and all-high-bit blocks (1..19 blocks, unaligned buffers, activation quants over the
- * whole int8 range), and from_f32 bit-identical to the reference (normal data, ties,
- * huge/tiny/subnormal values, NaN, Inf). The dispatch check follows PICOLM_FORCE_SCALAR
- * (CTest runs the binary once with it set, see CMakeLists.txt: no fork, which qemu-user
- * cannot do reliably). Sets the CPU lacks are skipped; with none at all the binary exits
+ * vec_dot against the scalar reference (and vec_dotn of 2..8 tokens bit-identical to vec_dot) on
+ * random, extreme-scale, all-zero, max-magnitude and all-high-bit blocks (1..19 blocks, unaligned
+ * buffers, activation quants over the whole int8 range), and from_f32 bit-identical to the
+ * reference (normal data, ties, huge/tiny/subnormal values, NaN, Inf). The dispatch check follows
+ * PICOLM_FORCE_SCALAR (CTest runs the binary once with it set, see CMakeLists.txt: no fork, which
+ * qemu-user cannot do reliably). Sets the CPU lacks are skipped; with none at all the binary exits
  * 77. Run on x86 hosts through qemu-aarch64 (tests/cross/run-aarch64.sh). */
 #include <math.h>
 #include <setjmp.h>
@@ -293,6 +293,8 @@ static double magnitude(const struct type_info *ti, const uint8_t *w, const uint
  * only the documented 2-byte (4 for F32/Q8_K) alignment. */
 #define SLACK 64
 
+static int n_dotn_checked; /* vec_dotn comparisons made */
+
 static void check_dot(const char *isa, const struct type_info *ti) {
     const struct pl_quant_kernels *ref = pl_quant_kernels_ref(ti->type);
     const struct pl_quant_kernels *k = pl_quant_kernels_isa(isa, ti->type);
@@ -309,12 +311,16 @@ static void check_dot(const char *isa, const struct type_info *ti) {
     uint8_t *wbuf = aligned_alloc(64, (wbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *xbuf = aligned_alloc(64, (xbytes + 2 * SLACK - 1) / SLACK * SLACK);
     uint8_t *scratch = malloc(wbytes);
+    /* the other tokens of vec_dotn: PL_QUANT_DOTN_MAX - 1 rows, xstride apart */
+    const size_t xstride = (xbytes + 2 * SLACK - 1) / SLACK * SLACK;
+    uint8_t *xnbuf = aligned_alloc(64, xstride * (PL_QUANT_DOTN_MAX - 1));
     assert_non_null(wbuf);
     assert_non_null(xbuf);
+    assert_non_null(xnbuf);
     assert_non_null(scratch);
     /* 4-byte offset keeps Q8_K's float aligned; 2 would do for the others */
     uint8_t *w = wbuf + 4 + (ti->type == PL_GGML_TYPE_F32 ? 0 : 2) * (ti->size % 4 != 0);
-    uint8_t *x = xbuf + 4;
+    uint8_t *x = xbuf + 4, *xn = xnbuf + 4;
     for (int nb = 1; nb <= MAX_BLOCKS; nb++) {
         for (int trial = 0; trial < N_TRIALS; trial++) {
             enum mode m = (enum mode)(trial % _MODE_MAX);
@@ -335,12 +341,39 @@ static void check_dot(const char *isa, const struct type_info *ti) {
                          (double)want, fabs((double)got - (double)want), tol);
             if (m == MODE_ZERO && ti->block > 1)
                 assert_true(got == 0.f);
+            /* 2 .. PL_QUANT_DOTN_MAX tokens at once: each bit-identical to its own vec_dot */
+            if (k->vec_dotn) {
+                const void *xs[PL_QUANT_DOTN_MAX];
+                float want_n[PL_QUANT_DOTN_MAX];
+                xs[0] = x;
+                want_n[0] = got;
+                for (uint32_t t = 1; t < PL_QUANT_DOTN_MAX; t++) {
+                    uint8_t *xt = xn + (size_t)(t - 1) * xstride;
+                    gen_acts(ref->vec_dot_type, (enum mode)((trial + t) % _MODE_MAX), xt, n);
+                    xs[t] = xt;
+                    want_n[t] = k->vec_dot(n, w, xt);
+                }
+                for (uint32_t nx = 2; nx <= PL_QUANT_DOTN_MAX; nx++) {
+                    float many[PL_QUANT_DOTN_MAX];
+                    for (uint32_t t = 0; t < PL_QUANT_DOTN_MAX; t++)
+                        many[t] = NAN;
+                    k->vec_dotn(n, w, xs, nx, many);
+                    for (uint32_t t = 0; t < nx; t++)
+                        if (memcmp(&many[t], &want_n[t], sizeof(float)) != 0)
+                            fail_msg("%s %s: n %lld trial %d: vec_dotn(%u) token %u %.9g, "
+                                     "vec_dot %.9g",
+                                     isa, ti->name, (long long)n, trial, nx, t, (double)many[t],
+                                     (double)want_n[t]);
+                    n_dotn_checked++;
+                }
+            }
         }
     }
     /* n = 0: nothing to add */
     assert_true(k->vec_dot(0, w, x) == 0.f);
     free(wbuf);
     free(xbuf);
+    free(xnbuf);
     free(scratch);
 }
 
@@ -357,6 +390,9 @@ static void test_vec_dot_matches_reference(void **state) {
         for (size_t t = 0; t < N_TYPES; t++)
             check_dot(isas[s], &types[t]);
     }
+    /* every quantized type has a multi-token kernel on NEON */
+    if (n_isas_checked > 0)
+        assert_true(n_dotn_checked > 0);
 }
 
 /* ---- from_f32 bit-identical to the reference ---- */
