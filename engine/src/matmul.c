@@ -9,6 +9,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef PL_MM_HAVE_NEON
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1ul << 1)
+#endif
+#endif
 #ifdef PL_MM_HAVE_AMX
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -103,6 +109,12 @@ static void choose(void) {
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         swiglu = pl_mm_swiglu_avx2;
         rmsnorm = pl_mm_rmsnorm_avx2;
+    }
+#endif
+#ifdef PL_MM_HAVE_NEON
+    if (pl_quant_env_allows("neon") && (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0) {
+        swiglu = pl_mm_swiglu_neon;
+        rmsnorm = pl_mm_rmsnorm_neon;
     }
 #endif
 #ifdef PL_MM_HAVE_AMX

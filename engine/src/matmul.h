@@ -174,6 +174,14 @@ void pl_mm_swiglu_avx2(float *out, const float *g, const float *u, size_t n);
 void pl_mm_rmsnorm_avx2(float *restrict y, const float *restrict x, const float *restrict w,
                         uint32_t n, float eps);
 #endif
+#ifdef PL_MM_HAVE_NEON
+/* engine/arch/arm/matmul_neon.c (AArch64 AdvSIMD): the AVX2 kernels' operations on 4 lanes,
+ * with the same properties (SwiGLU within a few ulp of the reference where the result is a
+ * normal float; RMSNorm the reference's bits). */
+void pl_mm_swiglu_neon(float *out, const float *g, const float *u, size_t n);
+void pl_mm_rmsnorm_neon(float *restrict y, const float *restrict x, const float *restrict w,
+                        uint32_t n, float eps);
+#endif
 #ifdef PL_MM_HAVE_AVX512
 /* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
  * the CPU has AVX-512 F/BW/VL/VNNI. */

@@ -5,14 +5,16 @@
 # the Debian archive, arm64 added as a dpkg foreign architecture), configures
 # build-aarch64 with cmake/toolchain-aarch64-linux-gnu.cmake, builds the NEON test and runs
 # it through CTest (qemu -cpu max: the dot-product set; the test checks the baseline NEON
-# set too, then once more with PICOLM_FORCE_SCALAR=1), and finally once on a Cortex-A53
+# set too, then once more with PICOLM_FORCE_SCALAR=1), then the matmul test (the products
+# and the NEON SwiGLU / RMSNorm), and finally the NEON test once on a Cortex-A53
 # model (no dot-product extension) to check that the dispatch falls back to "neon".
 # With --fidelity it also builds test_engine_fidelity (in <build-dir>-fidelity) and runs it under
 # both CPU models on the models of PICOLM_TEST_DATA (about a minute per model).
 # Usage: tests/cross/run-aarch64.sh [--fidelity] [build-dir]   (default: <source>/build-aarch64)
 # Note: test_engine_quant forks, and a forked dynamically linked guest hangs in qemu-user
 # 7.2 (Debian 12); test_engine_model hangs there too (a guest spin after it installs signal
-# handlers); so only the fork-free NEON test (and optionally the fidelity test) runs here.
+# handlers); so only the fork-free NEON and matmul tests (and optionally the fidelity test) run
+# here.
 set -eu
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,8 +49,10 @@ fi
 
 cmake -S "$src" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPL_WERROR=ON >/dev/null
-nice -n 10 cmake --build "$build" --target test_engine_quant_neon -j2
+nice -n 10 cmake --build "$build" --target test_engine_quant_neon test_engine_matmul -j2
 (cd "$build" && ctest --output-on-failure -R '^test_engine_quant_neon')
+# the matrix products, and the NEON SwiGLU and RMSNorm against their references
+(cd "$build" && ctest --output-on-failure -R '^test_engine_matmul$')
 
 echo "run-aarch64: baseline NEON CPU model (cortex-a53, no dot product)"
 qemu-aarch64 -L "$sysroot" -cpu cortex-a53 "$build/bin/test_engine_quant_neon"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The constants of the vector exp() for x <= 0 (vexp_avx512.h's pl_vexp_nonpos and
- * matmul_avx2.c's vexp_nonpos, the same steps on 16 and 8 lanes): inputs clamped at
+/* The constants of the vector exp() for x <= 0 (engine/arch/x86/vexp_avx512.h's
+ * pl_vexp_nonpos, vexp_avx2.h's pl_vexp8_nonpos and engine/arch/arm/matmul_neon.c's
+ * vexp4_nonpos: the same steps on 16, 8 and 4 lanes): inputs clamped at
  * PL_VEXP_MIN (where expf is 0), n = round(x log2 e), r = x - n ln 2 with ln 2 split in two
  * parts so n ln 2 is exact enough, then the degree-7 Taylor polynomial of e^r in Horner form
  * (coefficients 1/k!, the last two 1), times 2^n. */
