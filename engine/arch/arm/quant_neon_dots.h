@@ -18,6 +18,7 @@
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
 #include "quant_blocks.h"
+#include "quant_dotn.h"
 
 /* acc's lanes += the 16 products of the int8 pairs of a and b (any grouping of pairs to
  * lanes: only lane totals are used). */
@@ -54,45 +55,6 @@ static inline __attribute__((always_inline)) void neon_prefetch(const void *p) {
  * and per token the operations are the same in the same order, so vec_dot (NT = 1) and
  * vec_dotn give a token the same bits. Prompts (no tiled kernels on aarch64) and the decode
  * step of several sessions take the tokens 8 at a time (matmul.c). */
-
-/* vec_dot: the kernel impl with NT = 1. */
-#define NEON_DOT1(name, impl)                                                                      \
-    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
-        const void *const x[1] = {x1};                                                             \
-        float r;                                                                                   \
-        impl(n, w, x, &r, 1);                                                                      \
-        return r;                                                                                  \
-    }
-
-/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
-#define NEON_DOTN(name, impl)                                                                      \
-    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
-                     float *out) {                                                                 \
-        switch (nx) {                                                                              \
-        case 8:                                                                                    \
-            impl(n, w, x, out, 8);                                                                 \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            impl(n, w, x, out, 7);                                                                 \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            impl(n, w, x, out, 6);                                                                 \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            impl(n, w, x, out, 5);                                                                 \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            impl(n, w, x, out, 4);                                                                 \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            impl(n, w, x, out, 3);                                                                 \
-            break;                                                                                 \
-        default:                                                                                   \
-            impl(n, w, x, out, 2);                                                                 \
-            break;                                                                                 \
-        }                                                                                          \
-    }
-_Static_assert(PL_QUANT_DOTN_MAX == 8, "NEON_DOTN covers 2 .. 8 tokens");
 
 #define NEON_NT_INLINE static inline __attribute__((always_inline))
 
@@ -443,26 +405,26 @@ NEON_NT_INLINE void neon_q5_K_n(int64_t n, const void *restrict w, const void *c
     neon_q45_K_n(n, w, x, out, NT, 1);
 }
 
-NEON_DOT1(neon_vec_dot_q4_0, neon_q4_0_n)
-NEON_DOT1(neon_vec_dot_q4_1, neon_q4_1_n)
-NEON_DOT1(neon_vec_dot_q5_0, neon_q5_0_n)
-NEON_DOT1(neon_vec_dot_q5_1, neon_q5_1_n)
-NEON_DOT1(neon_vec_dot_q8_0, neon_q8_0_n)
-NEON_DOT1(neon_vec_dot_q2_K, neon_q2_K_n)
-NEON_DOT1(neon_vec_dot_q3_K, neon_q3_K_n)
-NEON_DOT1(neon_vec_dot_q4_K, neon_q4_K_n)
-NEON_DOT1(neon_vec_dot_q5_K, neon_q5_K_n)
-NEON_DOT1(neon_vec_dot_q6_K, neon_q6_K_n)
-NEON_DOTN(neon_vec_dotn_q4_0, neon_q4_0_n)
-NEON_DOTN(neon_vec_dotn_q4_1, neon_q4_1_n)
-NEON_DOTN(neon_vec_dotn_q5_0, neon_q5_0_n)
-NEON_DOTN(neon_vec_dotn_q5_1, neon_q5_1_n)
-NEON_DOTN(neon_vec_dotn_q8_0, neon_q8_0_n)
-NEON_DOTN(neon_vec_dotn_q2_K, neon_q2_K_n)
-NEON_DOTN(neon_vec_dotn_q3_K, neon_q3_K_n)
-NEON_DOTN(neon_vec_dotn_q4_K, neon_q4_K_n)
-NEON_DOTN(neon_vec_dotn_q5_K, neon_q5_K_n)
-NEON_DOTN(neon_vec_dotn_q6_K, neon_q6_K_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q4_0, neon_q4_0_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q4_1, neon_q4_1_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q5_0, neon_q5_0_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q5_1, neon_q5_1_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q8_0, neon_q8_0_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q2_K, neon_q2_K_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q3_K, neon_q3_K_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q4_K, neon_q4_K_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q5_K, neon_q5_K_n)
+PL_QUANT_DEFINE_DOT1(neon_vec_dot_q6_K, neon_q6_K_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q4_0, neon_q4_0_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q4_1, neon_q4_1_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q5_0, neon_q5_0_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q5_1, neon_q5_1_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q8_0, neon_q8_0_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q2_K, neon_q2_K_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q3_K, neon_q3_K_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q4_K, neon_q4_K_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q5_K, neon_q5_K_n)
+PL_QUANT_DEFINE_DOTN(neon_vec_dotn_q6_K, neon_q6_K_n)
 
 /* Install the integer dot products of this variant. */
 static void neon_fill_dots(struct pl_quant_kernels table[_PL_GGML_TYPE_MAX]) {

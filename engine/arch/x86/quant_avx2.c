@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "quant_blocks.h"
+#include "quant_dotn.h"
 
 /* ---- Helpers ---- */
 
@@ -332,45 +333,6 @@ static void q8_K_from_f32(const float *restrict src, void *restrict dst, int64_t
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 ---- */
 
-/* vec_dot: the same kernel with NT = 1. */
-#define DEFINE_DOT1(name, call)                                                                    \
-    static float name(int64_t n, const void *restrict w, const void *restrict x1) {                \
-        const void *const x[1] = {x1};                                                             \
-        float r, *out = &r;                                                                        \
-        call(1);                                                                                   \
-        return r;                                                                                  \
-    }
-
-/* vec_dotn: nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT, so the loops over tokens unroll. */
-#define DEFINE_DOTN(name, call)                                                                    \
-    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
-                     float *out) {                                                                 \
-        switch (nx) {                                                                              \
-        case 8:                                                                                    \
-            call(8);                                                                               \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            call(7);                                                                               \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            call(6);                                                                               \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            call(5);                                                                               \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            call(4);                                                                               \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            call(3);                                                                               \
-            break;                                                                                 \
-        default:                                                                                   \
-            call(2);                                                                               \
-            break;                                                                                 \
-        }                                                                                          \
-    }
-_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
-
 /* With more than two tokens, the array acc (float accumulators, or a super-block's scale
  * vectors) sent to memory at this point: the 16 ymm registers then hold the integer sums and
  * the unpacked weights of what follows instead of spilling them in the inner loop. Memory
@@ -550,21 +512,16 @@ DEFINE_VEC_DOT32(vec_dot_q4_1, pl_block_q4_1, pl_block_q8_1, q4_1_u, q4_1_du, 1,
 DEFINE_VEC_DOT32(vec_dot_q5_0, pl_block_q5_0, pl_block_q8_0, q5_0_u, q5_0_du, 0, 2)
 DEFINE_VEC_DOT32(vec_dot_q5_1, pl_block_q5_1, pl_block_q8_1, q5_1_u, q5_1_du, 1, 2)
 DEFINE_VEC_DOT32(vec_dot_q8_0, pl_block_q8_0, pl_block_q8_0, q8_0_u, q8_0_du, 0, 3)
-#define Q40_NT(NT) vec_dot_q4_0_nt(n, w, x, out, NT)
-#define Q41_NT(NT) vec_dot_q4_1_nt(n, w, x, out, NT)
-#define Q50_NT(NT) vec_dot_q5_0_nt(n, w, x, out, NT)
-#define Q51_NT(NT) vec_dot_q5_1_nt(n, w, x, out, NT)
-#define Q80_NT(NT) vec_dot_q8_0_nt(n, w, x, out, NT)
-DEFINE_DOT1(vec_dot_q4_0, Q40_NT)
-DEFINE_DOT1(vec_dot_q4_1, Q41_NT)
-DEFINE_DOT1(vec_dot_q5_0, Q50_NT)
-DEFINE_DOT1(vec_dot_q5_1, Q51_NT)
-DEFINE_DOT1(vec_dot_q8_0, Q80_NT)
-DEFINE_DOTN(vec_dotn_q4_0, Q40_NT)
-DEFINE_DOTN(vec_dotn_q4_1, Q41_NT)
-DEFINE_DOTN(vec_dotn_q5_0, Q50_NT)
-DEFINE_DOTN(vec_dotn_q5_1, Q51_NT)
-DEFINE_DOTN(vec_dotn_q8_0, Q80_NT)
+PL_QUANT_DEFINE_DOT1(vec_dot_q4_0, vec_dot_q4_0_nt)
+PL_QUANT_DEFINE_DOT1(vec_dot_q4_1, vec_dot_q4_1_nt)
+PL_QUANT_DEFINE_DOT1(vec_dot_q5_0, vec_dot_q5_0_nt)
+PL_QUANT_DEFINE_DOT1(vec_dot_q5_1, vec_dot_q5_1_nt)
+PL_QUANT_DEFINE_DOT1(vec_dot_q8_0, vec_dot_q8_0_nt)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q4_0, vec_dot_q4_0_nt)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q4_1, vec_dot_q4_1_nt)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q5_0, vec_dot_q5_0_nt)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q5_1, vec_dot_q5_1_nt)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q8_0, vec_dot_q8_0_nt)
 
 /* ---- K-quants ---- */
 
@@ -866,21 +823,18 @@ q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
     K_NT_END;
 }
 
-#define Q2K_NT(NT) q2_K_n(n, w, x, out, NT)
-#define Q3K_NT(NT) q3_K_n(n, w, x, out, NT)
-#define Q4K_NT(NT) q45_K_n(n, w, x, out, NT, 0)
-#define Q5K_NT(NT) q45_K_n(n, w, x, out, NT, 1)
-#define Q6K_NT(NT) q6_K_n(n, w, x, out, NT)
-DEFINE_DOT1(vec_dot_q2_K, Q2K_NT)
-DEFINE_DOT1(vec_dot_q3_K, Q3K_NT)
-DEFINE_DOT1(vec_dot_q4_K, Q4K_NT)
-DEFINE_DOT1(vec_dot_q5_K, Q5K_NT)
-DEFINE_DOT1(vec_dot_q6_K, Q6K_NT)
-DEFINE_DOTN(vec_dotn_q2_K, Q2K_NT)
-DEFINE_DOTN(vec_dotn_q3_K, Q3K_NT)
-DEFINE_DOTN(vec_dotn_q4_K, Q4K_NT)
-DEFINE_DOTN(vec_dotn_q5_K, Q5K_NT)
-DEFINE_DOTN(vec_dotn_q6_K, Q6K_NT)
+#define Q4K_N(n, w, x, out, NT) q45_K_n(n, w, x, out, NT, 0)
+#define Q5K_N(n, w, x, out, NT) q45_K_n(n, w, x, out, NT, 1)
+PL_QUANT_DEFINE_DOT1(vec_dot_q2_K, q2_K_n)
+PL_QUANT_DEFINE_DOT1(vec_dot_q3_K, q3_K_n)
+PL_QUANT_DEFINE_DOT1(vec_dot_q4_K, Q4K_N)
+PL_QUANT_DEFINE_DOT1(vec_dot_q5_K, Q5K_N)
+PL_QUANT_DEFINE_DOT1(vec_dot_q6_K, q6_K_n)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q2_K, q2_K_n)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q3_K, q3_K_n)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q4_K, Q4K_N)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q5_K, Q5K_N)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q6_K, q6_K_n)
 
 /* ---- The table ---- */
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "quant_blocks.h"
+#include "quant_dotn.h"
 
 /* ---- Helpers ---- */
 
@@ -919,38 +920,7 @@ q6_K_n(int64_t n, const void *restrict w, const void *const *x, float *out, cons
         out[t] = sum[t];
 }
 
-/* vec_dotn over a kernel fn(n, w, x, out, NT): nx (2 .. PL_QUANT_DOTN_MAX) as a constant NT,
- * so the loops over tokens unroll. */
-#define DEFINE_DOTN(name, fn)                                                                      \
-    static void name(int64_t n, const void *restrict w, const void *const *x, uint32_t nx,         \
-                     float *out) {                                                                 \
-        switch (nx) {                                                                              \
-        case 8:                                                                                    \
-            fn(n, w, x, out, 8);                                                                   \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            fn(n, w, x, out, 7);                                                                   \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            fn(n, w, x, out, 6);                                                                   \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            fn(n, w, x, out, 5);                                                                   \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            fn(n, w, x, out, 4);                                                                   \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            fn(n, w, x, out, 3);                                                                   \
-            break;                                                                                 \
-        default:                                                                                   \
-            fn(n, w, x, out, 2);                                                                   \
-            break;                                                                                 \
-        }                                                                                          \
-    }
-_Static_assert(PL_QUANT_DOTN_MAX == 8, "DEFINE_DOTN covers 2 .. 8 tokens");
-
-DEFINE_DOTN(vec_dotn_q6_K, q6_K_n)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q6_K, q6_K_n)
 
 /* Q2_K: NT tokens (1 .. PL_QUANT_DOTN_MAX, constant after inlining) share each super-block's
  * unpacking (vec_dotn: 8 tokens' prompt rows at ~2.1x the rate of 8 vec_dot calls on one
@@ -1010,7 +980,7 @@ static float vec_dot_q2_K(int64_t n, const void *restrict w, const void *restric
     return r;
 }
 
-DEFINE_DOTN(vec_dotn_q2_K, q2_K_n)
+PL_QUANT_DEFINE_DOTN(vec_dotn_q2_K, q2_K_n)
 
 static float vec_dot_q3_K(int64_t n, const void *restrict w, const void *restrict x) {
     const struct pl_block_q3_K *a = w;
