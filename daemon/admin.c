@@ -590,6 +590,7 @@ static void gauges(struct pl_daemon *d, struct pl_daemon_stats_gauges *g) {
     g->kv_used_tokens = atomic_load_explicit(&st->kv_used_tokens, memory_order_relaxed);
     g->kv_total_tokens = pl_daemon_sched_kv_total(d->sched);
     g->draining = d->draining;
+    g->prefix_cache_blocks = atomic_load_explicit(&st->prefix_blocks, memory_order_relaxed);
 }
 
 static int do_stats(struct pl_daemon *d, int fd, resp_t *resp,

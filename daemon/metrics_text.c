@@ -30,6 +30,13 @@ static const struct help helps[] = {
     {"requests_cancelled", "Requests cancelled (client, admin kill or drain)."},
     {"requests_failed", "Requests that ended with an error."},
     {"protocol_errors", "Sessions ended for breaking the protocol."},
+    {"prefix_cache_hits", "Requests whose prompt started from cached prefix KV blocks."},
+    {"prefix_cache_hit_tokens", "Prompt tokens taken from the prefix cache, not prefilled."},
+    {"prefix_cache_loaded_blocks", "Prefix cache KV blocks read from its directory."},
+    {"prefix_cache_saved_blocks", "Prefix cache KV blocks written to its directory."},
+    {"prefix_cache_evicted_blocks", "Prefix cache KV blocks given up for room."},
+    {"prefix_cache_files_rejected",
+     "Prefix cache files ignored: written for another model, or damaged."},
     {"ttft_ns", "Time from request receipt to the first token."},
     {"inter_token_ns", "Time between two consecutive tokens of a request."},
     {"queue_wait_ns", "Time from request receipt to its first scheduled step."},
@@ -42,6 +49,7 @@ static const struct help helps[] = {
     {"kv_used_tokens", "KV cache tokens in use now."},
     {"kv_total_tokens", "KV cache pool size in tokens."},
     {"draining", "1 while picolmd drains (no new work)."},
+    {"prefix_cache_blocks", "KV blocks the shared prefix cache holds now."},
 };
 
 static const char *help_of(const char *name) {

@@ -88,8 +88,9 @@ struct pl_daemon_sched {
     struct pl_daemon_req **b_req; /* request of each logits row, in row order */
     float *logits;
     char piece[PL_DAEMON_PIECE_MAX];
-    struct pl_daemon_features *feat; /* chat templates, grammar vocabulary (shared) */
-    struct pl_daemon_pcache *pcache; /* shared prefix KV cache, NULL when off */
+    struct pl_daemon_features *feat;      /* chat templates, grammar vocabulary (shared) */
+    struct pl_daemon_pcache *pcache;      /* shared prefix KV cache, NULL when off */
+    struct pl_daemon_pcache_stats pc_pub; /* its counters as added to o.stats so far */
     char pcache_dir[4096];
 
     struct pl_daemon_sched_stats st;
@@ -382,8 +383,12 @@ static void activate(struct pl_daemon_sched *s, struct pl_daemon_req *q, uint64_
          * end. The sampler saw the whole prompt already (dispatch). */
         const uint32_t *ids;
         uint32_t k = pl_daemon_pcache_lookup(s->pcache, q->prompt, q->n_prompt, &ids);
-        if (k > 0 && pl_ctx_seq_share_prefix(s->ctx, q->seq, ids, k) == 0)
+        if (k > 0 && pl_ctx_seq_share_prefix(s->ctx, q->seq, ids, k) == 0) {
             q->n_fed = k * KV_BLOCK;
+            pl_daemon_stats_add(s->o.stats, q->s->stats_ident, PL_DAEMON_CTR_PREFIX_HITS, 1);
+            pl_daemon_stats_add(s->o.stats, q->s->stats_ident, PL_DAEMON_CTR_PREFIX_TOKENS,
+                                q->n_fed);
+        }
     }
     q->phase = PL_DAEMON_PHASE_PREFILL;
     q->t_start_ns = now;
@@ -902,6 +907,25 @@ static void publish_stats(struct pl_daemon_sched *s) {
     atomic_store_explicit(&s->st.kv_used_tokens, pl_ctx_kv_used(s->ctx), memory_order_relaxed);
     atomic_store_explicit(&s->st.kv_reserved_tokens, s->reserved_blocks * KV_BLOCK,
                           memory_order_relaxed);
+    if (!s->pcache)
+        return;
+    atomic_store_explicit(&s->st.prefix_blocks, pl_daemon_pcache_blocks(s->pcache),
+                          memory_order_relaxed);
+    /* The cache's own counters, as broker-wide counters: what changed since the last call. */
+    const struct pl_daemon_pcache_stats *ps = pl_daemon_pcache_stats(s->pcache);
+    struct pl_daemon_pcache_stats *pub = &s->pc_pub;
+    const struct {
+        uint64_t now, *pub;
+        enum pl_daemon_ctr c;
+    } d[] = {{ps->loaded, &pub->loaded, PL_DAEMON_CTR_PREFIX_LOADED},
+             {ps->saved, &pub->saved, PL_DAEMON_CTR_PREFIX_SAVED},
+             {ps->evicted, &pub->evicted, PL_DAEMON_CTR_PREFIX_EVICTED},
+             {ps->files_rejected, &pub->files_rejected, PL_DAEMON_CTR_PREFIX_REJECTED}};
+    for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++)
+        if (d[i].now != *d[i].pub) {
+            pl_daemon_stats_add(s->o.stats, PL_DAEMON_STATS_NO_IDENT, d[i].c, d[i].now - *d[i].pub);
+            *d[i].pub = d[i].now;
+        }
 }
 
 /* Right after the last step, a client that got its answer often sends the next request

@@ -78,6 +78,7 @@ struct pl_daemon_sched_stats {
     _Atomic uint32_t kv_reserved_tokens;
     _Atomic uint32_t n_active;
     _Atomic uint32_t n_waiting;
+    _Atomic uint32_t prefix_blocks; /* KV blocks the prefix cache holds */
 };
 
 /* Create the scheduler and start its thread, which pins itself to opts->cpus and creates the

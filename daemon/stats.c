@@ -30,6 +30,12 @@ static const char *const ctr_names[_PL_DAEMON_CTR_MAX] = {
     [PL_DAEMON_CTR_FINISH_CANCELLED] = "requests_cancelled",
     [PL_DAEMON_CTR_REQUESTS_FAILED] = "requests_failed",
     [PL_DAEMON_CTR_PROTOCOL_ERRORS] = "protocol_errors",
+    [PL_DAEMON_CTR_PREFIX_HITS] = "prefix_cache_hits",
+    [PL_DAEMON_CTR_PREFIX_TOKENS] = "prefix_cache_hit_tokens",
+    [PL_DAEMON_CTR_PREFIX_LOADED] = "prefix_cache_loaded_blocks",
+    [PL_DAEMON_CTR_PREFIX_SAVED] = "prefix_cache_saved_blocks",
+    [PL_DAEMON_CTR_PREFIX_EVICTED] = "prefix_cache_evicted_blocks",
+    [PL_DAEMON_CTR_PREFIX_REJECTED] = "prefix_cache_files_rejected",
 };
 
 static const char *const hist_names[_PL_DAEMON_HIST_MAX] = {
@@ -58,6 +64,10 @@ _Static_assert(sizeof(batch_bounds) / sizeof(batch_bounds[0]) <= PL_DAEMON_HIST_
 
 const char *pl_daemon_stats_ctr_name(enum pl_daemon_ctr c) {
     return (unsigned)c < _PL_DAEMON_CTR_MAX ? ctr_names[c] : "unknown";
+}
+
+bool pl_daemon_stats_ctr_total_only(enum pl_daemon_ctr c) {
+    return c >= PL_DAEMON_CTR_PREFIX_LOADED && c < _PL_DAEMON_CTR_MAX;
 }
 
 const char *pl_daemon_stats_hist_name(enum pl_daemon_hist h) {
@@ -159,18 +169,20 @@ struct snap {
     char **id_names;
 };
 
-#define N_GAUGES 7u
+#define N_GAUGES 8u
 
 static void fill_set(struct snap *sn, const struct pl_daemon_stats_set *set, size_t k,
                      Picolm__Admin__V1__Counter ***ret_ctrs, size_t *ret_nc,
                      Picolm__Admin__V1__Histogram ***ret_hists, size_t *ret_nh) {
-    size_t c0 = k * _PL_DAEMON_CTR_MAX, h0 = k * _PL_DAEMON_HIST_MAX;
+    size_t c0 = k * _PL_DAEMON_CTR_MAX, h0 = k * _PL_DAEMON_HIST_MAX, nc = 0;
     for (size_t c = 0; c < _PL_DAEMON_CTR_MAX; c++) {
-        Picolm__Admin__V1__Counter *e = &sn->ctrs[c0 + c];
+        if (k > 0 && pl_daemon_stats_ctr_total_only((enum pl_daemon_ctr)c))
+            continue; /* an identity's set: never counted there */
+        Picolm__Admin__V1__Counter *e = &sn->ctrs[c0 + nc];
         picolm__admin__v1__counter__init(e);
         e->name = (char *)ctr_names[c];
         e->value = atomic_load_explicit(&set->ctr[c], memory_order_relaxed);
-        sn->ctr_ptrs[c0 + c] = e;
+        sn->ctr_ptrs[c0 + nc++] = e;
     }
     for (size_t h = 0; h < _PL_DAEMON_HIST_MAX; h++) {
         Picolm__Admin__V1__Histogram *e = &sn->hists[h0 + h];
@@ -193,7 +205,7 @@ static void fill_set(struct snap *sn, const struct pl_daemon_stats_set *set, siz
         sn->hist_ptrs[h0 + h] = e;
     }
     *ret_ctrs = &sn->ctr_ptrs[c0];
-    *ret_nc = _PL_DAEMON_CTR_MAX;
+    *ret_nc = nc;
     *ret_hists = &sn->hist_ptrs[h0];
     *ret_nh = _PL_DAEMON_HIST_MAX;
 }
@@ -257,10 +269,10 @@ int pl_daemon_stats_proto(const struct pl_daemon_stats *st, const struct pl_daem
     if (g) {
         static const char *const gn[N_GAUGES] = {
             "uptime_ns",      "sessions_open",   "requests_active", "requests_waiting",
-            "kv_used_tokens", "kv_total_tokens", "draining"};
-        const uint64_t gv[N_GAUGES] = {g->uptime_ns,        g->sessions_open,  g->requests_active,
-                                       g->requests_waiting, g->kv_used_tokens, g->kv_total_tokens,
-                                       g->draining};
+            "kv_used_tokens", "kv_total_tokens", "draining",        "prefix_cache_blocks"};
+        const uint64_t gv[N_GAUGES] = {
+            g->uptime_ns,      g->sessions_open,   g->requests_active, g->requests_waiting,
+            g->kv_used_tokens, g->kv_total_tokens, g->draining,        g->prefix_cache_blocks};
         size_t base = sets * _PL_DAEMON_CTR_MAX;
         for (size_t i = 0; i < N_GAUGES; i++) {
             Picolm__Admin__V1__Counter *e = &sn->ctrs[base + i];

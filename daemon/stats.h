@@ -29,6 +29,13 @@ enum pl_daemon_ctr {
     PL_DAEMON_CTR_FINISH_CANCELLED,
     PL_DAEMON_CTR_REQUESTS_FAILED, /* ended with an Error (KV exhausted, internal...) */
     PL_DAEMON_CTR_PROTOCOL_ERRORS, /* sessions ended for breaking the protocol */
+    PL_DAEMON_CTR_PREFIX_HITS,     /* requests that started from cached prefix blocks */
+    PL_DAEMON_CTR_PREFIX_TOKENS,   /* prompt tokens those did not prefill */
+    /* Broker-wide only (no identity set shows them; pl_daemon_stats_ctr_total_only): */
+    PL_DAEMON_CTR_PREFIX_LOADED,   /* prefix cache blocks read from its directory */
+    PL_DAEMON_CTR_PREFIX_SAVED,    /* blocks written to it */
+    PL_DAEMON_CTR_PREFIX_EVICTED,  /* blocks given up for room */
+    PL_DAEMON_CTR_PREFIX_REJECTED, /* its files ignored: another model, or damaged */
     _PL_DAEMON_CTR_MAX,
 };
 
@@ -98,6 +105,8 @@ void pl_daemon_stats_observe(struct pl_daemon_stats *st, uint32_t ident, enum pl
 const char *pl_daemon_stats_hist_name(enum pl_daemon_hist h);
 const uint64_t *pl_daemon_stats_hist_bounds(enum pl_daemon_hist h, uint32_t *ret_n);
 const char *pl_daemon_stats_ctr_name(enum pl_daemon_ctr c);
+/* True for the counters kept for the broker as a whole only (no identity set has them). */
+bool pl_daemon_stats_ctr_total_only(enum pl_daemon_ctr c);
 
 /* Gauges the broker adds beside the counters (filled by the caller). */
 struct pl_daemon_stats_gauges {
@@ -108,6 +117,7 @@ struct pl_daemon_stats_gauges {
     uint64_t kv_used_tokens;
     uint64_t kv_total_tokens;
     uint64_t draining;
+    uint64_t prefix_cache_blocks; /* KV blocks the shared prefix cache holds now */
 };
 
 /* A snapshot as the admin protocol's Stats message. Allocates; free with

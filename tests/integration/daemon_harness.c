@@ -193,28 +193,7 @@ int pl_test_daemon_status(const struct pl_test_daemon *d, uint32_t *ret_sessions
 }
 
 int pl_test_daemon_counter(const struct pl_test_daemon *d, const char *name, uint64_t *ret) {
-    Picolm__Admin__V1__AdminRequest req = PICOLM__ADMIN__V1__ADMIN_REQUEST__INIT;
-    Picolm__Admin__V1__StatsRequest st = PICOLM__ADMIN__V1__STATS_REQUEST__INIT;
-    Picolm__Admin__V1__AdminResponse *resp = NULL;
-    req.request_id = 2;
-    req.cmd_case = PICOLM__ADMIN__V1__ADMIN_REQUEST__CMD_STATS;
-    req.stats = &st;
-    int r = pl_test_admin(d->dir, &req, &resp);
-    if (r < 0)
-        return r;
-    r = -EOPNOTSUPP;
-    if (resp->result_case == PICOLM__ADMIN__V1__ADMIN_RESPONSE__RESULT_STATS && resp->stats) {
-        r = -ENOENT;
-        for (size_t i = 0; i < resp->stats->n_counters; i++)
-            if (resp->stats->counters[i]->name &&
-                strcmp(resp->stats->counters[i]->name, name) == 0) {
-                *ret = resp->stats->counters[i]->value;
-                r = 0;
-                break;
-            }
-    }
-    picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
-    return r;
+    return pl_test_admin_counter(d->dir, name, ret);
 }
 
 int pl_test_daemon_fds(const struct pl_test_daemon *d, unsigned *ret) {

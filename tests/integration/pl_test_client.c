@@ -202,3 +202,35 @@ int pl_test_admin_status(const char *dir, Picolm__Admin__V1__AdminResponse **ret
     req.status = &st;
     return pl_test_admin(dir, &req, ret);
 }
+
+/* name in list (n entries) into *ret: true when found. */
+static bool find_counter(Picolm__Admin__V1__Counter **list, size_t n, const char *name,
+                         uint64_t *ret) {
+    for (size_t i = 0; i < n; i++)
+        if (list[i]->name && strcmp(list[i]->name, name) == 0) {
+            *ret = list[i]->value;
+            return true;
+        }
+    return false;
+}
+
+int pl_test_admin_counter(const char *dir, const char *name, uint64_t *ret) {
+    Picolm__Admin__V1__AdminRequest req = PICOLM__ADMIN__V1__ADMIN_REQUEST__INIT;
+    Picolm__Admin__V1__StatsRequest st = PICOLM__ADMIN__V1__STATS_REQUEST__INIT;
+    Picolm__Admin__V1__AdminResponse *resp = NULL;
+    req.request_id = 2;
+    req.cmd_case = PICOLM__ADMIN__V1__ADMIN_REQUEST__CMD_STATS;
+    req.stats = &st;
+    int r = pl_test_admin(dir, &req, &resp);
+    if (r < 0)
+        return r;
+    r = -EOPNOTSUPP;
+    const Picolm__Admin__V1__Stats *m = resp->stats;
+    if (resp->result_case == PICOLM__ADMIN__V1__ADMIN_RESPONSE__RESULT_STATS && m)
+        r = find_counter(m->counters, m->n_counters, name, ret) ||
+                    find_counter(m->gauges, m->n_gauges, name, ret)
+                ? 0
+                : -ENOENT;
+    picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
+    return r;
+}

@@ -52,5 +52,8 @@ int pl_test_client_collect(struct pl_test_client *c, uint64_t id, struct pl_test
 int pl_test_admin(const char *dir, const Picolm__Admin__V1__AdminRequest *req,
                   Picolm__Admin__V1__AdminResponse **ret);
 int pl_test_admin_status(const char *dir, Picolm__Admin__V1__AdminResponse **ret);
+/* A broker-wide counter or gauge of the admin Stats by name. Returns 0, -ENOENT (no such
+ * name) or < 0. */
+int pl_test_admin_counter(const char *dir, const char *name, uint64_t *ret);
 
 #endif

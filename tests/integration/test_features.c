@@ -43,6 +43,18 @@ struct daemon {
     char dir[64];
 };
 
+/* Daemons started and not stopped yet: a failed assertion leaves its test with one running,
+ * which main() kills at the end (an orphan would keep ctest waiting on its output). */
+static pid_t live[8];
+
+static void live_set(pid_t old, pid_t pid) {
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+        if (live[i] == old) {
+            live[i] = pid;
+            return;
+        }
+}
+
 static void daemon_start(struct daemon *d, const char *model, const char *const *extra) {
     const char *args[40];
     int n = 0;
@@ -69,6 +81,7 @@ static void daemon_start(struct daemon *d, const char *model, const char *const 
         execv(args[0], (char *const *)args);
         _exit(127);
     }
+    live_set(0, d->pid);
     for (int i = 0; i < 1000; i++) {
         Picolm__Admin__V1__AdminResponse *resp = NULL;
         if (pl_test_admin_status(d->dir, &resp) == 0) {
@@ -84,6 +97,7 @@ static void daemon_stop(struct daemon *d) {
     int st = 0;
     kill(d->pid, SIGTERM);
     assert_int_equal(waitpid(d->pid, &st, 0), d->pid);
+    live_set(d->pid, 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char p[128];
     snprintf(p, sizeof(p), "%s/picolm.sock", d->dir);
@@ -437,8 +451,18 @@ static void test_prefix_cache_ttft_and_identity(void **state) {
     assert_int_equal(first.error_code, 0);
     /* Another client, another session: same system prompt. */
     assert_int_equal(pl_test_client_connect(d.dir, &c2), 0);
+    uint64_t hits = 1, hit_tokens = 0, loaded = 0, blocks = 0;
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_hits", &hits), 0);
+    assert_int_equal(hits, 0); /* the first request had nothing to find */
     run(&c2, &g, &later);
     assert_int_equal(later.error_code, 0);
+    /* The second started from the first's blocks: all but the prompt's last few tokens. */
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_hits", &hits), 0);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_hit_tokens", &hit_tokens), 0);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_blocks", &blocks), 0);
+    assert_int_equal(hits, 1);
+    assert_true(hit_tokens > 900 && hit_tokens < 1000);
+    assert_true(blocks * 16 >= hit_tokens);
     /* A different tail after the shared prefix still matches a full prefill. */
     int32_t orig = prompt[999];
     prompt[999] = 4242;
@@ -456,6 +480,12 @@ static void test_prefix_cache_ttft_and_identity(void **state) {
     g.ignore_eos = true;
     run(&c1, &g, &restarted);
     assert_int_equal(restarted.error_code, 0);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_loaded_blocks", &loaded), 0);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_hits", &hits), 0);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_hit_tokens", &hit_tokens), 0);
+    assert_true(loaded * 16 >= hit_tokens);
+    assert_int_equal(hits, 1);
+    assert_true(hit_tokens > 900 && hit_tokens < 1000);
     pl_test_client_close(&c1);
     daemon_stop(&d);
 
@@ -467,6 +497,10 @@ static void test_prefix_cache_ttft_and_identity(void **state) {
     static struct gen other_ref;
     prompt[999] = 4242;
     run(&c1, &g, &other_ref);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_hits", &hits), 0);
+    assert_int_equal(pl_test_admin_counter(d.dir, "prefix_cache_blocks", &blocks), 0);
+    assert_int_equal(hits, 0);
+    assert_int_equal(blocks, 0);
     pl_test_client_close(&c1);
     daemon_stop(&d);
 
@@ -479,8 +513,8 @@ static void test_prefix_cache_ttft_and_identity(void **state) {
     assert_memory_equal(later.ids, nocache.ids, 16 * sizeof(int32_t));
     assert_memory_equal(restarted.ids, nocache.ids, 16 * sizeof(int32_t));
     assert_memory_equal(other.ids, other_ref.ids, 16 * sizeof(int32_t));
-    assert_true(later.ttft_ns < first.ttft_ns);
-    assert_true(restarted.ttft_ns < first.ttft_ns);
+    /* The TTFTs above are printed, not asserted: on a loaded CI host a cached start once took
+     * longer than a full prefill (a test is no timer). The counters say what happened. */
 
     /* Another model with the same directory: every file is a miss, output unchanged. */
     char other_model[4096];
@@ -533,6 +567,11 @@ int main(void) {
         cmocka_unit_test(test_stop_across_tokens_and_logprobs),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+        if (live[i] > 0) {
+            (void)kill(live[i], SIGKILL);
+            (void)waitpid(live[i], NULL, 0);
+        }
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp_dir);
     if (system(cmd) != 0)

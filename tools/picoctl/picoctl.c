@@ -697,9 +697,9 @@ static void hist_row(const char *label, const Picolm__Admin__V1__Histogram *h) {
 }
 
 static void stats_table(const Picolm__Admin__V1__Stats *st) {
-    printf("%-28s %10s\n", "COUNTER", "TOTAL");
+    printf("%-30s %10s\n", "COUNTER", "TOTAL");
     for (size_t i = 0; i < st->n_counters; i++)
-        printf("  %-26s %10" PRIu64 "\n", st->counters[i]->name, st->counters[i]->value);
+        printf("  %-28s %10" PRIu64 "\n", st->counters[i]->name, st->counters[i]->value);
     printf("\n%-24s %10s %9s %9s %9s %9s\n", "HISTOGRAM", "COUNT", "MEAN", "P50", "P95", "P99");
     for (size_t i = 0; i < st->n_histograms; i++)
         hist_row(st->histograms[i]->name, st->histograms[i]);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -152,6 +153,50 @@ static void *writer(void *arg) {
     return NULL;
 }
 
+static bool has_ctr(Picolm__Admin__V1__Counter **cs, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(cs[i]->name, name))
+            return true;
+    return false;
+}
+
+/* The prefix cache's block counters are the broker's alone: in the total, in no identity's
+ * set (where they would read 0 forever); its hits are per identity like the others. */
+static void test_broker_wide_counters_stay_out_of_identities(void **state) {
+    (void)state;
+    struct pl_daemon_stats *st = NULL;
+    Picolm__Admin__V1__Stats *m = NULL;
+    struct pl_daemon_stats_gauges g = {.prefix_cache_blocks = 7};
+    assert_int_equal(pl_daemon_stats_new(&st), 0);
+    uint32_t a = pl_daemon_stats_ident(st, "a");
+    pl_daemon_stats_add(st, a, PL_DAEMON_CTR_PREFIX_HITS, 1);
+    pl_daemon_stats_add(st, a, PL_DAEMON_CTR_PREFIX_TOKENS, 96);
+    pl_daemon_stats_add(st, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_CTR_PREFIX_LOADED, 12);
+    pl_daemon_stats_add(st, PL_DAEMON_STATS_NO_IDENT, PL_DAEMON_CTR_PREFIX_REJECTED, 2);
+    assert_int_equal(pl_daemon_stats_proto(st, &g, &m), 0);
+    assert_int_equal(m->n_counters, _PL_DAEMON_CTR_MAX);
+    assert_int_equal(ctr(m->counters, m->n_counters, "prefix_cache_hits"), 1);
+    assert_int_equal(ctr(m->counters, m->n_counters, "prefix_cache_hit_tokens"), 96);
+    assert_int_equal(ctr(m->counters, m->n_counters, "prefix_cache_loaded_blocks"), 12);
+    assert_int_equal(ctr(m->counters, m->n_counters, "prefix_cache_files_rejected"), 2);
+    assert_int_equal(ctr(m->counters, m->n_counters, "prefix_cache_saved_blocks"), 0);
+    assert_int_equal(ctr(m->gauges, m->n_gauges, "prefix_cache_blocks"), 7);
+    const Picolm__Admin__V1__IdentityStats *id = m->identities[0];
+    assert_int_equal(ctr(id->counters, id->n_counters, "prefix_cache_hit_tokens"), 96);
+    size_t n_total_only = 0;
+    for (int c = 0; c < _PL_DAEMON_CTR_MAX; c++) {
+        const char *name = pl_daemon_stats_ctr_name((enum pl_daemon_ctr)c);
+        bool only = pl_daemon_stats_ctr_total_only((enum pl_daemon_ctr)c);
+        n_total_only += only;
+        assert_true(has_ctr(m->counters, m->n_counters, name));
+        assert_true(has_ctr(id->counters, id->n_counters, name) == !only);
+    }
+    assert_int_equal(n_total_only, 4);
+    assert_int_equal(id->n_counters, _PL_DAEMON_CTR_MAX - n_total_only);
+    pl_daemon_stats_proto_free(m);
+    pl_daemon_stats_free(st);
+}
+
 static void test_concurrent_recording_loses_nothing(void **state) {
     struct race r = {0};
     pthread_t t[2];
@@ -241,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_ident_slots_are_stable_and_bounded),
         cmocka_unit_test(test_buckets_are_upper_inclusive),
         cmocka_unit_test(test_identity_counts_add_to_the_total),
+        cmocka_unit_test(test_broker_wide_counters_stay_out_of_identities),
         cmocka_unit_test(test_concurrent_recording_loses_nothing),
         cmocka_unit_test(test_warnings_are_rate_limited),
         cmocka_unit_test(test_session_start_and_end_count_and_name),
