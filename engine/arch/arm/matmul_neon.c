@@ -21,8 +21,7 @@ static inline float32x4_t pow2i(int32x4_t n) {
  * the subnormals. 0 below -104 and for -inf; NaN comes out as exp(-104) (the caller keeps NaN
  * itself). */
 static inline float32x4_t vexp4_nonpos(float32x4_t x) {
-    x = vmaxq_f32(x, vdupq_n_f32(PL_VEXP_MIN)); /* FMAX: NaN stays NaN; handled below */
-    x = vbslq_f32(vceqq_f32(x, x), x, vdupq_n_f32(PL_VEXP_MIN));
+    x = vmaxnmq_f32(x, vdupq_n_f32(PL_VEXP_MIN)); /* FMAXNM: a NaN lane takes the bound */
     const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(PL_VEXP_LOG2E)));
     float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(PL_VEXP_LN2_HI));
     r = vfmsq_f32(r, n, vdupq_n_f32(PL_VEXP_LN2_LO));
