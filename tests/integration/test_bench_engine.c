@@ -4,7 +4,8 @@
  * ratio to the read bandwidth measured around it, the reported ratio is their median, the
  * effective bandwidth is bytes per token x tok/s, the same against the read loops over the
  * weights' copy (none without a copy); --no-bw drops the bandwidth fields; a bad
- * option exits 2. Also `picolm-bench decode` on two threads. Speed itself is not judged here
+ * option exits 2. Also `picolm-bench decode` on two threads, and `picolm-bench serve` with
+ * its shared-prefix TTFTs. Speed itself is not judged here
  * (benchmarks print figures; a shared host's noise would make any threshold flaky). */
 #include <math.h>
 #include <setjmp.h>
@@ -212,6 +213,36 @@ static void test_decode_bench_on_two_threads(void **state) {
     pl_json_free(j);
 }
 
+/* `picolm-bench serve` through the built picolmd, with the shared-prefix TTFTs: every
+ * client of each round finished, and the prefix figures are there, each broker TTFT (receipt
+ * to first token) within its client's (submit to first chunk). */
+static void test_serve_bench_with_shared_prefix(void **state) {
+    (void)state;
+    const char *argv[] = {"picolm-bench",    "serve", "--model",  g_model, "--clients", "1,2",
+                          "--reps",          "1",     "--tokens", "4",     "--threads", "1",
+                          "--shared-prefix", "200",   "--json",   NULL};
+    struct pl_json *j = run_json(argv);
+    const struct pl_json *rounds = pl_json_get(j, "rounds");
+    assert_non_null(rounds);
+    assert_int_equal(rounds->type, PL_JSON_ARRAY);
+    assert_int_equal(rounds->n, 2);
+    for (size_t i = 0; i < rounds->n; i++) {
+        assert_true(num(pl_json_at(rounds, i), "clients") == (double)(i + 1));
+        assert_true(num(pl_json_at(rounds, i), "failed") == 0.0);
+    }
+    const struct pl_json *sp = pl_json_get(j, "shared_prefix");
+    assert_non_null(sp);
+    assert_int_equal(sp->type, PL_JSON_OBJECT);
+    assert_true(num(sp, "words") == 200.0);
+    /* "Report N." + 200 words + the question: at least a token a word */
+    assert_true(num(sp, "prompt_tokens") > 200.0 && num(sp, "prompt_tokens") < 3 * 200 + 64);
+    assert_true(num(sp, "cold_broker_ttft_ns") > 0.0);
+    assert_true(num(sp, "warm_broker_ttft_ns") > 0.0);
+    assert_true(num(sp, "cold_broker_ttft_ns") <= num(sp, "cold_ttft_ns"));
+    assert_true(num(sp, "warm_broker_ttft_ns") <= num(sp, "warm_ttft_ns"));
+    pl_json_free(j);
+}
+
 static void test_bad_options_exit_2(void **state) {
     (void)state;
     const char *bad[][8] = {
@@ -222,6 +253,8 @@ static void test_bad_options_exit_2(void **state) {
         {"picolm-bench", "engine", NULL},
         {"picolm-bench", "decode", "--threads", "0", NULL},
         {"picolm-bench", "decode", "--threads", "65", NULL},
+        {"picolm-bench", "serve", "--model", g_model, "--shared-prefix", "0", NULL},
+        {"picolm-bench", "serve", "--model", g_model, "--shared-prefix", "1501", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct pl_test_run r = run_bench(bad[i]);
@@ -243,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_no_bw_drops_the_bandwidth_fields),
         cmocka_unit_test(test_weights_in_file_have_no_copy_figures),
         cmocka_unit_test(test_decode_bench_on_two_threads),
+        cmocka_unit_test(test_serve_bench_with_shared_prefix),
         cmocka_unit_test(test_bad_options_exit_2),
     };
     return cmocka_run_group_tests(tests, make_model, remove_model);

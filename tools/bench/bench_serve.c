@@ -695,6 +695,89 @@ static int loaded_ttft(const struct run_ctx *rc, uint32_t n_bg, uint64_t ret_idl
     return r;
 }
 
+/* ---- TTFT with a shared prompt prefix (the broker's prefix cache) ---- */
+
+#define PREFIX_REPS 5
+#define PREFIX_WORDS_MAX 1500u
+
+static const char *const prefix_words[] = {
+    "the",      "river",  "a",     "small", "house",   "near",  "old",   "town",
+    "where",    "people", "walk",  "every", "morning", "and",   "talk",  "about",
+    "weather",  "market", "bread", "light", "long",    "road",  "over",  "hill",
+    "children", "play",   "under", "green", "trees",   "while", "birds", "sing",
+};
+
+/* Prompt text: "Report V." and n_words words drawn by V (a prefix no other variant shares),
+ * then a question q (its own tail). */
+static int prefix_prompt(uint32_t variant, uint32_t n_words, uint32_t q, char **ret) {
+    const size_t n_list = sizeof(prefix_words) / sizeof(prefix_words[0]);
+    size_t cap = (size_t)n_words * 10 + 128, len = 0;
+    char *b = malloc(cap);
+    if (!b)
+        return -ENOMEM;
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ ((uint64_t)variant << 17);
+    len += (size_t)snprintf(b, cap, "Report %u.", variant);
+    for (uint32_t i = 0; i < n_words; i++) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        const char *w = prefix_words[(x * 0x2545F4914F6CDD1Dull >> 33) % n_list];
+        len += (size_t)snprintf(b + len, cap - len, " %s", w);
+    }
+    (void)snprintf(b + len, cap - len, "\nQuestion %u: what happened next?", q);
+    *ret = b;
+    return 0;
+}
+
+struct prefix_ttft {
+    uint32_t prompt_tokens;
+    uint64_t cold_ns, warm_ns;               /* submit to first token, medians */
+    uint64_t cold_broker_ns, warm_broker_ns; /* broker: receipt to first token, medians */
+};
+
+/* PREFIX_REPS times: a prompt of n_words words no earlier request began with (a miss: the
+ * whole prompt prefilled), then the same words with another question (a hit: only what
+ * follows the cached blocks). Two tokens each, greedy. */
+static int shared_prefix_ttft(const char *sock, uint32_t n_words, struct prefix_ttft *ret) {
+    picolm_client *c;
+    int r = picolm_connect(sock, &c);
+    if (r != PICOLM_OK)
+        return r;
+    uint64_t v[2][PREFIX_REPS], vb[2][PREFIX_REPS];
+    for (uint32_t i = 0; i < PREFIX_REPS && r == PICOLM_OK; i++)
+        for (uint32_t q = 0; q < 2 && r == PICOLM_OK; q++) {
+            char *text = NULL;
+            if (prefix_prompt(1000 + i, n_words, q, &text) < 0) {
+                r = PICOLM_E_NOMEM;
+                break;
+            }
+            struct picolm_generate_params p;
+            fill_params(&p, text, 2);
+            struct picolm_result res = {.size = sizeof(res)};
+            uint64_t t_first = 0, t0 = pl_now_ns();
+            r = picolm_generate(c, &p, first_chunk_time, &t_first, &res);
+            free(text);
+            if (r == PICOLM_OK && !t_first)
+                r = PICOLM_E_PROTOCOL;
+            if (r != PICOLM_OK) {
+                fprintf(stderr, "picolm-bench serve: shared-prefix request: %s\n",
+                        picolm_strerror(r));
+                break;
+            }
+            v[q][i] = t_first - t0;
+            vb[q][i] = res.ttft_ns;
+            ret->prompt_tokens = res.prompt_tokens;
+        }
+    picolm_close(c);
+    if (r != PICOLM_OK)
+        return r;
+    ret->cold_ns = pct(v[0], PREFIX_REPS, 50);
+    ret->warm_ns = pct(v[1], PREFIX_REPS, 50);
+    ret->cold_broker_ns = pct(vb[0], PREFIX_REPS, 50);
+    ret->warm_broker_ns = pct(vb[1], PREFIX_REPS, 50);
+    return PICOLM_OK;
+}
+
 /* ---- Output ---- */
 
 /* s as a JSON string (quotes, backslashes and control bytes escaped). */
@@ -718,7 +801,7 @@ static void usage(FILE *f) {
         f,
         "usage: picolm-bench serve --model FILE [--clients 1,2,4,8,16] [--tokens N] [--threads N]\n"
         "                          [--prompt TEXT] [--picolmd PATH] [--daemon-arg ARG]...\n"
-        "                          [--loaded-ttft N] [--reps N] [--json]\n"
+        "                          [--loaded-ttft N] [--shared-prefix W] [--reps N] [--json]\n"
         "  --model FILE    GGUF model for picolmd and the in-process baseline\n"
         "  --clients LIST  client process counts, one round each (default 1,2,4,8,16)\n"
         "  --tokens N      tokens each client generates (default 64)\n"
@@ -729,6 +812,9 @@ static void usage(FILE *f) {
         "  --daemon-arg A  pass A on to picolmd (repeat: --daemon-arg --cpus --daemon-arg 0)\n"
         "  --loaded-ttft N also: TTFT of a short streamed request idle and while N other\n"
         "                  clients stream (medians of 40)\n"
+        "  --shared-prefix W also: TTFT of a prompt of W words (1..1500) that no request\n"
+        "                  began with before, and of the same words with another question\n"
+        "                  after them (the prefix cache's hit); medians of 5 each\n"
         "  --reps N        in-process decode runs and rounds per client count; the median\n"
         "                  is reported (default 5)\n"
         "  --json          one JSON object on stdout instead of text\n");
@@ -786,7 +872,7 @@ int bench_serve_main(int argc, char **argv) {
     default_picolmd(picolmd, sizeof(picolmd));
     uint32_t counts[MAX_CLIENT_COUNTS] = {1, 2, 4, 8, 16};
     size_t n_counts = 5;
-    uint32_t n_tokens = 64, n_threads = 0, loaded_n = 0, reps = 5;
+    uint32_t n_tokens = 64, n_threads = 0, loaded_n = 0, reps = 5, prefix_words_n = 0;
     bool json = false;
     char *daemon_args[MAX_DAEMON_ARGS];
     size_t n_daemon_args = 0;
@@ -820,6 +906,8 @@ int bench_serve_main(int argc, char **argv) {
             bad = parse_u32(v, 1, MAX_REPS, &reps) < 0;
         else if (!bad && !strcmp(a, "--loaded-ttft"))
             bad = parse_u32(v, 1, MAX_CLIENTS - 1, &loaded_n) < 0;
+        else if (!bad && !strcmp(a, "--shared-prefix"))
+            bad = parse_u32(v, 1, PREFIX_WORDS_MAX, &prefix_words_n) < 0;
         else
             bad = true;
         if (bad) {
@@ -866,8 +954,11 @@ int bench_serve_main(int argc, char **argv) {
     }
     struct daemon d = {0};
     int rcode = 1;
-    if (daemon_start(&d, picolmd, model, max_clients, ip.n_prompt + n_tokens + 16, daemon_args,
-                     n_daemon_args) < 0)
+    /* a word takes one to three tokens of the vocabularies we run */
+    uint32_t n_ctx = ip.n_prompt + n_tokens + 16;
+    if (prefix_words_n && 3 * prefix_words_n + 64 > n_ctx)
+        n_ctx = 3 * prefix_words_n + 64;
+    if (daemon_start(&d, picolmd, model, max_clients, n_ctx, daemon_args, n_daemon_args) < 0)
         goto out;
     rc.sock = d.sock;
 
@@ -885,6 +976,10 @@ int bench_serve_main(int argc, char **argv) {
     if (loaded_n && loaded_ttft(&rc, loaded_n, ttft_idle_v, ttft_loaded_v) != PICOLM_OK)
         goto out;
 
+    struct prefix_ttft pt = {0};
+    if (prefix_words_n && shared_prefix_ttft(d.sock, prefix_words_n, &pt) != PICOLM_OK)
+        goto out;
+
     uint64_t ttft_idle = ttft_idle_v[0], ttft_loaded = ttft_loaded_v[0];
     if (json) {
         printf("{\"model\":");
@@ -897,11 +992,17 @@ int bench_serve_main(int argc, char **argv) {
                ",\"daemon_one_token_broker_queue_ns\":%" PRIu64
                ",\"daemon_one_token_broker_ttft_ns\":%" PRIu64 ",\"loaded_clients\":%u,"
                "\"ttft_idle_ns\":%" PRIu64 ",\"ttft_loaded_ns\":%" PRIu64
-               ",\"ttft_idle_broker_ns\":%" PRIu64 ",\"ttft_loaded_broker_ns\":%" PRIu64
-               ",\"rounds\":[",
+               ",\"ttft_idle_broker_ns\":%" PRIu64 ",\"ttft_loaded_broker_ns\":%" PRIu64,
                n_tokens, ip.n_prompt, ip.decode_tok_s, ip.e2e_tok_s, ip.one_token_ns, one.total_ns,
                one.broker_queue_ns, one.broker_ttft_ns, loaded_n, ttft_idle, ttft_loaded,
                ttft_idle_v[1], ttft_loaded_v[1]);
+        if (prefix_words_n)
+            printf(",\"shared_prefix\":{\"words\":%u,\"prompt_tokens\":%u,\"cold_ttft_ns\":%" PRIu64
+                   ",\"warm_ttft_ns\":%" PRIu64 ",\"cold_broker_ttft_ns\":%" PRIu64
+                   ",\"warm_broker_ttft_ns\":%" PRIu64 "}",
+                   prefix_words_n, pt.prompt_tokens, pt.cold_ns, pt.warm_ns, pt.cold_broker_ns,
+                   pt.warm_broker_ns);
+        printf(",\"rounds\":[");
         for (size_t i = 0; i < n_counts; i++) {
             const struct round *r = &rounds[i];
             printf("%s{\"clients\":%u,\"failed\":%u,\"aggregate_tok_s\":%.2f,"
@@ -932,6 +1033,14 @@ int bench_serve_main(int argc, char **argv) {
                    TTFT_REPS, (double)ttft_idle / 1e6, (double)ttft_loaded / 1e6, loaded_n,
                    ttft_idle ? (double)ttft_loaded / (double)ttft_idle : 0.0,
                    (double)ttft_idle_v[1] / 1e6, (double)ttft_loaded_v[1] / 1e6);
+        if (prefix_words_n)
+            printf("TTFT with a shared prefix (%u-token prompts, submit to first token, p50 of "
+                   "%d): %.3f ms for a prompt no request began with, %.3f ms for the same words "
+                   "with another question (x%.3f; broker from receipt: %.3f / %.3f ms)\n",
+                   pt.prompt_tokens, PREFIX_REPS, (double)pt.cold_ns / 1e6,
+                   (double)pt.warm_ns / 1e6,
+                   pt.cold_ns ? (double)pt.warm_ns / (double)pt.cold_ns : 0.0,
+                   (double)pt.cold_broker_ns / 1e6, (double)pt.warm_broker_ns / 1e6);
         printf("%7s %6s %12s %12s %12s %12s %10s %10s %10s %10s\n", "clients", "failed",
                "agg tok/s", "client mean", "client min", "decode/cl", "TTFT p50", "TTFT p99",
                "ITL p50", "ITL p99");
