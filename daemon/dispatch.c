@@ -39,6 +39,8 @@
 #define E_UNSUPPORTED PICOLM__V1__ERROR_CODE__ERROR_CODE_UNSUPPORTED
 
 #define MAX_TOKENIZE_TEXT 4096u
+_Static_assert(PL_TOKENIZER_MAX_IDS(MAX_TOKENIZE_TEXT) <= PL_DAEMON_MAX_RECORD,
+               "scratch_ids holds a Tokenize reply's ids");
 #define MAX_DETOKENIZE_IDS 4096u
 
 /* ---- Replies through the outbox ---- */
@@ -358,15 +360,21 @@ static int on_tokenize(struct pl_daemon *d, struct pl_daemon_session *s,
     size_t n = 0;
     if (t->text.len > MAX_TOKENIZE_TEXT)
         return reply_error(d, s, t->request_id, E_INVALID, "text over 4096 bytes");
+    /* Up to 3 ids a byte (malformed UTF-8 around spaces, stray bytes): 4096 bytes once gave
+     * more ids than the old cap of 4104, and the client an error for a valid text. */
     int r = pl_tokenizer_encode(pl_model_tokenizer(d->model), (const char *)t->text.data,
                                 t->text.len, t->add_special, t->parse_special, d->scratch_ids,
-                                MAX_TOKENIZE_TEXT + 8, &n);
+                                PL_TOKENIZER_MAX_IDS(MAX_TOKENIZE_TEXT), &n);
     if (r < 0)
         return reply_error(d, s, t->request_id, E_INVALID, "the text cannot be tokenized");
     Picolm__V1__TokenizeResult res = PICOLM__V1__TOKENIZE_RESULT__INIT;
     res.request_id = t->request_id;
     res.n_ids = n;
     res.ids = d->scratch_ids;
+    /* 12290 ids of 3-byte varints would not fit a record: an error, not a dropped reply */
+    if (protobuf_c_message_get_packed_size(&res.base) > PL_DAEMON_MAX_RECORD - PL_IPC_REC_HDR_BYTES)
+        return reply_error(d, s, t->request_id, E_INVALID,
+                           "the text gives more token ids than one reply holds; send less");
     reply(d, s, PL_DAEMON_REC_TOKENIZE_RESULT, &res.base);
     return 0;
 }

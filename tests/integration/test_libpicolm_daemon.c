@@ -217,6 +217,28 @@ static void test_tokenize_matches_reference(void **state) {
     }
 }
 
+/* The largest text a Tokenize takes, malformed so that each space's U+2581 falls apart into
+ * byte tokens: about two ids a byte, which the broker once refused as untokenizable (its cap
+ * was the byte count + 8). */
+static void test_tokenize_takes_a_text_of_more_ids_than_bytes(void **state) {
+    struct fx *f = *state;
+    static char text[4096];
+    static int32_t ids[3 * 4096 + 2];
+    for (size_t i = 0; i < sizeof(text); i += 2) {
+        text[i] = '\xe2';
+        text[i + 1] = ' ';
+    }
+    size_t n = 0, need = 0;
+    int r = picolm_tokenize(f->c, text, sizeof(text), 0, ids, sizeof(ids) / sizeof(ids[0]), &n);
+    if (r != PICOLM_OK)
+        fail_msg("tokenize: %s: %s", picolm_strerror(r), picolm_last_error(f->c));
+    assert_true(n > sizeof(text) + 8 && n <= sizeof(ids) / sizeof(ids[0]));
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] >= 0 && (uint32_t)ids[i] < g_ref.n_vocab);
+    assert_int_equal(picolm_tokenize(f->c, text, sizeof(text), 0, ids, 1, &need), PICOLM_E_RANGE);
+    assert_int_equal(need, n);
+}
+
 static void test_generate_greedy_matches_reference(void **state) {
     struct fx *f = *state;
     for (size_t i = 0; i < g_ref.n_prompts; i++) {
@@ -406,6 +428,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_model_info_matches_the_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokenize_matches_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tokenize_takes_a_text_of_more_ids_than_bytes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_generate_greedy_matches_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_streams_at_once_match_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_stream_and_stop_strings, setup, teardown),

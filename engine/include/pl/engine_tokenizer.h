@@ -42,6 +42,12 @@ bool pl_tokenizer_is_control(const struct pl_tokenizer *t, int32_t id);
  * llama.cpp's llama_tokenize() with the same flags. Writes up to cap ids to out (out may be
  * NULL when cap is 0) and the count to *ret_n. Returns 0, -ENOSPC when cap is too small
  * (*ret_n is then the count needed), -EINVAL, -ENOMEM. Allocates scratch per call. */
+/* Ids pl_tokenizer_encode() can give for len bytes: at most 3 per byte (SentencePiece writes
+ * a space as U+2581, whose 3 bytes may all fall back to byte tokens when malformed UTF-8
+ * around it swallows them; byte-level BPE reads a stray byte as U+FFFD, 3 bytes), plus BOS
+ * and EOS. */
+#define PL_TOKENIZER_MAX_IDS(len) (3 * (size_t)(len) + 2)
+
 int pl_tokenizer_encode(const struct pl_tokenizer *t, const char *text, size_t len,
                         bool add_special, bool parse_special, int32_t *out, size_t cap,
                         size_t *ret_n);
