@@ -20,6 +20,8 @@ shift 2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${PL_FUZZ_BUILD_DIR:-$src/build-fuzz}
 jobs=${PL_JOBS:-2}
+# fuzz_tokenizer reads the vocabularies of the shared test data (as CMake finds it)
+export PICOLM_TEST_DATA=${PICOLM_TEST_DATA:-$(cd "$src/.." && pwd)/shared}
 
 echo "== configure $build"
 CC=${CC:-clang} cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
