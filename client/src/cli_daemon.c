@@ -102,7 +102,9 @@ static int daemon_tokenize(struct pl_cli_backend *b, const char *text, size_t le
                            int32_t **ret_ids, size_t *ret_n) {
     struct daemon_backend *d = to_daemon(b);
     uint32_t flags = add_special ? PICOLM_TOK_ADD_SPECIAL : 0;
-    /* One byte gives at most about one token (+ BOS/EOS): one round trip in practice. */
+    /* Text gives at most about a token a byte (+ BOS/EOS): one round trip in practice; up to
+     * 3 a byte for malformed UTF-8 (PL_TOKENIZER_MAX_IDS), which the retry with the broker's
+     * count covers. */
     size_t cap = len + 8;
     for (int attempt = 0; attempt < 2; attempt++) {
         int32_t *ids = malloc(cap * sizeof(*ids));
