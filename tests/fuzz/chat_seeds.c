@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_written;
+#include "seed_file.h"
 
 struct msg {
     const char *role, *content;
@@ -27,14 +27,7 @@ static void emit(const char *dir, unsigned char mode, const struct msg *m, size_
         memcpy(buf + at, m[i].content, cl);
         at += cl;
     }
-    char path[4096];
-    (void)snprintf(path, sizeof(path), "%s/seed-%03d", dir, n_written++);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, at, f) != at) {
-        perror(path);
-        exit(1);
-    }
-    (void)fclose(f);
+    seed_write(dir, buf, at, NULL, 0);
 }
 
 int main(int argc, char **argv) {

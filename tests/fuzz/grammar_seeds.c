@@ -6,23 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_written;
+#include "seed_file.h"
 
 static void emit(const char *dir, const char *schema, const char *text) {
-    char path[4096];
-    (void)snprintf(path, sizeof(path), "%s/seed-%02d", dir, n_written++);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    if (schema)
-        (void)fwrite(schema, 1, strlen(schema) + 1, f); /* with its NUL */
-    (void)fwrite(text, 1, strlen(text), f);
-    if (fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
+    /* the schema with its NUL, then the text */
+    seed_write(dir, schema, schema ? strlen(schema) + 1 : 0, text, strlen(text));
 }
 
 int main(int argc, char **argv) {

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Writes a seed corpus for fuzz_stop into the folder given as argv[1] (format in fuzz_stop.c):
  * stop strings that overlap each other, share prefixes and suffixes, repeat one byte, or
- * hold a NUL, with streams that match them across piece boundaries, almost match, or never. */
+ * hold control bytes, with streams that match them across piece boundaries, almost match, or never. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int n_written;
+#include "seed_file.h"
 
-/* strs: NULL-terminated; lens from strlen except "\0"-holding ones given by nul_len. */
+/* strs: NULL-terminated, lengths by strlen. */
 static void emit(const char *dir, const char *const *strs, const char *stream, size_t stream_len) {
-    char path[4096];
     unsigned char buf[4096];
     size_t n = 0, k = 0;
     while (strs[k])
@@ -24,13 +23,7 @@ static void emit(const char *dir, const char *const *strs, const char *stream, s
     }
     memcpy(buf + n, stream, stream_len);
     n += stream_len;
-    (void)snprintf(path, sizeof(path), "%s/seed-%02d", dir, n_written++);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, n, f) != n) {
-        perror(path);
-        exit(1);
-    }
-    (void)fclose(f);
+    seed_write(dir, buf, n, NULL, 0);
 }
 
 int main(int argc, char **argv) {

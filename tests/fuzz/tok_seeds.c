@@ -8,21 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_written;
+#include "seed_file.h"
 
 static void emit(const char *dir, uint8_t mode, const char *text, size_t len) {
-    char path[4096];
-    (void)snprintf(path, sizeof(path), "%s/seed-%03d", dir, n_written++);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    if (fwrite(&mode, 1, 1, f) != 1 || (len && fwrite(text, 1, len, f) != len)) {
-        perror(path);
-        exit(1);
-    }
-    (void)fclose(f);
+    seed_write(dir, &mode, 1, text, len);
 }
 
 static void emit_all_modes(const char *dir, const char *text, size_t len) {
