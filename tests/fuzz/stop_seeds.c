@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Writes a seed corpus for fuzz_stop into the folder given as argv[1] (format in fuzz_stop.c):
  * stop strings that overlap each other, share prefixes and suffixes, repeat one byte, or
- * hold control bytes, with streams that match them across piece boundaries, almost match, or never. */
+ * hold control bytes, with streams that match them across piece boundaries, almost match, or never.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
