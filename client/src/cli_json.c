@@ -8,42 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t pl_cli_json_utf8_seq(const unsigned char *s, size_t len, size_t *ret_skip) {
-    unsigned char b = s[0];
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (b < 0x80)
-        return 1;
-    if (b >= 0xc2 && b <= 0xdf) {
-        need = 2;
-    } else if (b >= 0xe0 && b <= 0xef) {
-        need = 3;
-        if (b == 0xe0)
-            lo = 0xa0; /* no overlong forms */
-        else if (b == 0xed)
-            hi = 0x9f; /* no surrogates */
-    } else if (b >= 0xf0 && b <= 0xf4) {
-        need = 4;
-        if (b == 0xf0)
-            lo = 0x90;
-        else if (b == 0xf4)
-            hi = 0x8f; /* nothing above U+10FFFF */
-    } else {
-        *ret_skip = 1; /* stray continuation byte, C0/C1 or F5..FF */
-        return 0;
-    }
-    size_t i = 1;
-    for (; i < need && i < len; i++) {
-        unsigned char c = s[i];
-        bool ok = i == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xbf);
-        if (!ok)
-            break;
-    }
-    if (i == need)
-        return need;
-    *ret_skip = i; /* lead byte plus the continuation bytes that were valid so far */
-    return 0;
-}
+#include "pl/pl_utf8.h"
 
 void pl_cli_json_write_str(FILE *f, const char *str, size_t len) {
     const unsigned char *s = (const unsigned char *)str;
@@ -85,7 +50,7 @@ void pl_cli_json_write_str(FILE *f, const char *str, size_t len) {
             continue;
         }
         size_t skip = 1;
-        size_t n = pl_cli_json_utf8_seq(s + i, len - i, &skip);
+        size_t n = pl_utf8_seq(s + i, len - i, &skip);
         if (n > 0) {
             (void)fwrite(s + i, 1, n, f);
             i += n;
@@ -188,8 +153,7 @@ static int parse_string(struct jp *p, char **ret, size_t *ret_len) {
         }
         if (ch != '\\') {
             size_t skip = 0;
-            size_t k =
-                pl_cli_json_utf8_seq((const unsigned char *)p->s + p->pos, p->len - p->pos, &skip);
+            size_t k = pl_utf8_seq(p->s + p->pos, p->len - p->pos, &skip);
             if (k == 0) {
                 r = jp_fail(p, "invalid UTF-8 in a string");
                 goto fail;

@@ -14,10 +14,6 @@
 /* Write len bytes of s as a quoted JSON string to f. */
 void pl_cli_json_write_str(FILE *f, const char *s, size_t len);
 
-/* Length of the valid UTF-8 sequence at s[0..len), or 0 when s starts with an invalid or
- * truncated one; *ret_skip gets the length of the maximal invalid subpart (>= 1) then. */
-size_t pl_cli_json_utf8_seq(const unsigned char *s, size_t len, size_t *ret_skip);
-
 /* One chat message read from a --messages file: both strings NUL-terminated UTF-8, owned
  * by the array (free it with pl_cli_json_messages_free()). */
 struct pl_cli_msg {

@@ -17,6 +17,7 @@
 
 #include "pl/picolm.pb-c.h"
 #include "pl/pl_err.h"
+#include "pl/pl_utf8.h"
 #include "pl/pl_util.h"
 
 #include "arena.h"
@@ -930,47 +931,10 @@ static int copy_in(void *dst, size_t known_bytes, size_t min_bytes, const void *
     return PICOLM_OK;
 }
 
-/* Whether s[0..len) is well-formed UTF-8 (what protobuf-c checks when the broker decodes a
- * string field: a bad one would end the session instead of failing the request). */
-static bool utf8_valid(const char *s, size_t len) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        unsigned char b = p[i];
-        size_t n;
-        uint32_t cp;
-        if (b < 0x80) {
-            i++;
-            continue;
-        } else if (b >= 0xc2 && b <= 0xdf) {
-            n = 1;
-            cp = b & 0x1fu;
-        } else if (b >= 0xe0 && b <= 0xef) {
-            n = 2;
-            cp = b & 0x0fu;
-        } else if (b >= 0xf0 && b <= 0xf4) {
-            n = 3;
-            cp = b & 0x07u;
-        } else {
-            return false;
-        }
-        if (len - i <= n)
-            return false;
-        for (size_t k = 1; k <= n; k++) {
-            if ((p[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i + k] & 0x3fu);
-        }
-        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += n + 1;
-    }
-    return true;
-}
-
+/* Whether s is well-formed UTF-8 (what protobuf-c checks when the broker decodes a string
+ * field: a bad one would end the session instead of failing the request). */
 static bool str_ok(const char *s) {
-    return utf8_valid(s, strlen(s));
+    return pl_utf8_valid(s, strlen(s));
 }
 
 /* Write a full output struct into the caller's, up to the caller's size, keeping its size. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl/pl_utf8.h"
 #include "pl/pl_util.h"
 
 struct parser {
@@ -92,39 +93,6 @@ static int read_hex4(struct parser *p, uint32_t *ret) {
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        if (c == 0xE0)
-            lo = 0xA0;
-        if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        if (c == 0xF0)
-            lo = 0x90;
-        if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (n < need + 1)
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i <= need; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return need + 1;
-}
-
 /* Decode the string at p->pos (on the opening quote) into the pool. */
 static int parse_string(struct parser *p, const char **ret, uint32_t *ret_len) {
     char *out = p->d->pool + p->pool_len;
@@ -186,7 +154,7 @@ static int parse_string(struct parser *p, const char **ret, uint32_t *ret_len) {
             }
             continue;
         }
-        size_t k = utf8_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
+        size_t k = pl_utf8_seq(p->s + p->pos, p->len - p->pos, NULL);
         if (k == 0)
             return fail(p, "invalid UTF-8");
         memcpy(out + n, p->s + p->pos, k);

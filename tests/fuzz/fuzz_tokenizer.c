@@ -25,6 +25,7 @@
 
 #include "pl/engine_gguf.h"
 #include "pl/engine_tokenizer.h"
+#include "pl/pl_utf8.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,43 +59,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         pl_gguf_close(g);
     }
     return 0;
-}
-
-/* Is s[0..n) valid UTF-8 (shortest forms, no surrogates, at most U+10FFFF)? */
-static bool valid_utf8(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-            cp = c & 0x1Fu;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            cp = c & 0x0Fu;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            cp = c & 0x07u;
-        } else {
-            return false;
-        }
-        if (i + k >= n) /* truncated */
-            return false;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + j] & 0x3Fu);
-        }
-        if ((k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += k + 1;
-    }
-    return true;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -144,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             n2 != n)
             abort();
     }
-    if (!add_special && !parse_special && fits && valid_utf8(data + 1, len)) {
+    if (!add_special && !parse_special && fits && pl_utf8_valid(data + 1, len)) {
         const bool spm = pl_tokenizer_kind(t) == PL_TOKENIZER_SPM;
         /* SentencePiece: one space in front of non-empty text, and U+2581 in the text is
          * its space symbol, so it comes back as a space (llama.cpp alike) */

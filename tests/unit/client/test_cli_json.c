@@ -59,17 +59,6 @@ static void test_invalid_utf8_becomes_replacement_per_maximal_subpart(void **sta
 #undef R
 }
 
-static void test_utf8_seq_lengths(void **state) {
-    (void)state;
-    size_t skip = 0;
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"A", 1, &skip), 1);
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xc3\xbc", 2, &skip), 2);
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xe2\x82\xac", 3, &skip), 3);
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 4, &skip), 4);
-    assert_int_equal(pl_cli_json_utf8_seq((const unsigned char *)"\xf0\x9f\x99\x82", 3, &skip), 0);
-    assert_int_equal(skip, 3);
-}
-
 /* ---- --messages files ---- */
 
 static void test_messages_parse_with_escapes(void **state) {
@@ -131,7 +120,6 @@ int main(void) {
         cmocka_unit_test(test_escapes_specials_and_controls),
         cmocka_unit_test(test_valid_utf8_passes_through),
         cmocka_unit_test(test_invalid_utf8_becomes_replacement_per_maximal_subpart),
-        cmocka_unit_test(test_utf8_seq_lengths),
         cmocka_unit_test(test_messages_parse_with_escapes),
         cmocka_unit_test(test_messages_errors_are_one_clear_line),
     };

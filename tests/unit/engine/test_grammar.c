@@ -28,6 +28,7 @@
 #include "pl/engine_sampler.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/pl_err.h"
+#include "pl/pl_utf8.h"
 
 #define N_GENERATIONS 200
 #define MAX_TOKENS 128
@@ -408,38 +409,6 @@ static size_t utf8_count(const char *s, size_t n) {
     return c;
 }
 
-static bool utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t need;
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if (p[i] >= 0xC2 && p[i] <= 0xDF)
-            need = 1;
-        else if (p[i] >= 0xE0 && p[i] <= 0xEF)
-            need = 2;
-        else if (p[i] >= 0xF0 && p[i] <= 0xF4)
-            need = 3;
-        else
-            return false;
-        if (i + need >= n + 0 && i + need > n - 1 + 1)
-            return false;
-        for (size_t k = 1; k <= need; k++)
-            if (i + k >= n || (p[i + k] & 0xC0) != 0x80)
-                return false;
-        uint32_t cp = p[i] & (0x3F >> need);
-        for (size_t k = 1; k <= need; k++)
-            cp = cp << 6 | (p[i + k] & 0x3F);
-        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += need + 1;
-    }
-    return true;
-}
-
 static bool json_equal(const struct pl_json *a, const struct pl_json *b) {
     if (a->type != b->type)
         return false;
@@ -559,9 +528,9 @@ static bool validate(const struct pl_json *s, const struct pl_json *v, char *why
 /* Every string in a parsed document is valid UTF-8. */
 static bool strings_valid(const struct pl_json *v) {
     if (v->type == PL_JSON_STRING)
-        return utf8_valid(v->str, v->str_len);
+        return pl_utf8_valid(v->str, v->str_len);
     for (size_t i = 0; (v->type == PL_JSON_ARRAY || v->type == PL_JSON_OBJECT) && i < v->n; i++) {
-        if (v->type == PL_JSON_OBJECT && !utf8_valid(v->keys[i], strlen(v->keys[i])))
+        if (v->type == PL_JSON_OBJECT && !pl_utf8_valid(v->keys[i], strlen(v->keys[i])))
             return false;
         if (!strings_valid(&v->items[i]))
             return false;
