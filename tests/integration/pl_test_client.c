@@ -3,6 +3,8 @@
 #include "pl_test_client.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,4 +235,41 @@ int pl_test_admin_counter(const char *dir, const char *name, uint64_t *ret) {
                 : -ENOENT;
     picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
     return r;
+}
+
+int pl_test_smaps(pid_t pid, uint64_t addr, struct pl_test_smaps *ret) {
+    static const struct {
+        const char *name;
+        size_t off;
+    } fields[] = {
+        {"Size:", offsetof(struct pl_test_smaps, size_kb)},
+        {"Locked:", offsetof(struct pl_test_smaps, locked_kb)},
+        {"KernelPageSize:", offsetof(struct pl_test_smaps, kernel_page_kb)},
+        {"AnonHugePages:", offsetof(struct pl_test_smaps, anon_huge_kb)},
+        {"Private_Hugetlb:", offsetof(struct pl_test_smaps, hugetlb_kb)},
+    };
+    char p[64], line[512];
+    bool in = false, found = false;
+    (void)snprintf(p, sizeof(p), "/proc/%d/smaps", (int)pid);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return -errno;
+    memset(ret, 0, sizeof(*ret));
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long a, b;
+        /* a mapping's header line: "start-end perms ..." (field lines have no '-' first) */
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = a == addr;
+            found |= in;
+            continue;
+        }
+        for (size_t i = 0; in && i < sizeof(fields) / sizeof(fields[0]); i++) {
+            const size_t n = strlen(fields[i].name);
+            unsigned long long v;
+            if (!strncmp(line, fields[i].name, n) && sscanf(line + n, "%llu kB", &v) == 1)
+                memcpy((char *)ret + fields[i].off, &v, sizeof(v));
+        }
+    }
+    (void)fclose(f);
+    return found ? 0 : -ENOENT;
 }

@@ -9,6 +9,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "pl/admin.pb-c.h"
 #include "pl/ipc_region.h"
@@ -55,5 +56,13 @@ int pl_test_admin_status(const char *dir, Picolm__Admin__V1__AdminResponse **ret
 /* A broker-wide counter or gauge of the admin Stats by name. Returns 0, -ENOENT (no such
  * name) or < 0. */
 int pl_test_admin_counter(const char *dir, const char *name, uint64_t *ret);
+
+/* What /proc/PID/smaps says of one mapping (kB). */
+struct pl_test_smaps {
+    unsigned long long size_kb, locked_kb, kernel_page_kb, anon_huge_kb, hugetlb_kb;
+};
+/* The mapping of process pid that starts at addr (hugetlb_kb: Private_Hugetlb). Returns 0,
+ * -ENOENT when no mapping starts there, or -errno. */
+int pl_test_smaps(pid_t pid, uint64_t addr, struct pl_test_smaps *ret);
 
 #endif

@@ -92,32 +92,6 @@ static bool reserve(long n) {
     return false;
 }
 
-/* Huge pages (Private_Hugetlb, kB) and size (kB) of the daemon's mapping at addr, from smaps. */
-static void smaps_of(pid_t pid, uint64_t addr, unsigned long long *ret_htlb_kb,
-                     unsigned long long *ret_size_kb) {
-    char p[64], line[512];
-    bool in = false, found = false;
-    (void)snprintf(p, sizeof(p), "/proc/%d/smaps", (int)pid);
-    FILE *f = fopen(p, "r");
-    assert_non_null(f);
-    *ret_htlb_kb = *ret_size_kb = 0;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long a, b;
-        unsigned long long v;
-        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            in = a == addr;
-            found |= in;
-            continue;
-        }
-        if (in && sscanf(line, "Size: %llu kB", &v) == 1)
-            *ret_size_kb = v;
-        if (in && sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1)
-            *ret_htlb_kb = v;
-    }
-    (void)fclose(f);
-    assert_true(found);
-}
-
 /* The daemon's residency (backing, reason, bytes) into the caller's copies. */
 struct residency {
     char backing[32], reason[256];
@@ -192,10 +166,10 @@ static void test_hugetlb_backs_the_weights(void **state) {
     assert_int_equal(r.hugetlb, r.mapped);
     used_pages = r.hugetlb / PAGE_2M;
     assert_true((long)used_pages <= need_pages); /* the script's count is enough */
-    unsigned long long htlb_kb, size_kb;
-    smaps_of(d.pid, r.address, &htlb_kb, &size_kb);
-    assert_int_equal(size_kb * 1024, r.mapped);
-    assert_int_equal(htlb_kb * 1024, r.hugetlb);
+    struct pl_test_smaps sm;
+    assert_int_equal(pl_test_smaps(d.pid, r.address, &sm), 0);
+    assert_int_equal(sm.size_kb * 1024, r.mapped);
+    assert_int_equal(sm.hugetlb_kb * 1024, r.hugetlb);
     assert_int_equal(meminfo("HugePages_Free"), free0 - (long)used_pages);
     generate(&d, ids);
     assert_memory_equal(ids, thp_ids, sizeof(ids));

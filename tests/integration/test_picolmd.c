@@ -521,55 +521,28 @@ static void test_residency_matches_smaps(void **state) {
     assert_non_null(res);
     assert_true(res->backing_reason[0] != '\0');
     /* Find our mapping in smaps and check what status says about it. */
-    char p[64], line[512];
-    snprintf(p, sizeof(p), "/proc/%d/smaps", (int)d.pid);
-    FILE *f = fopen(p, "r");
-    assert_non_null(f);
-    bool found = false;
-    unsigned long long size_kb = 0, locked_kb = 0, kps = 0, ahp = 0, htlb_kb = 0;
-    bool in = false;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long a, b;
-        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            in = strcmp(res->backing, "file") != 0 && a == res->address;
-            if (in)
-                found = true;
-            continue;
-        }
-        if (!in)
-            continue;
-        unsigned long long v;
-        if (sscanf(line, "Size: %llu kB", &v) == 1)
-            size_kb = v;
-        if (sscanf(line, "Locked: %llu kB", &v) == 1)
-            locked_kb = v;
-        if (sscanf(line, "KernelPageSize: %llu kB", &v) == 1)
-            kps = v;
-        if (sscanf(line, "AnonHugePages: %llu kB", &v) == 1)
-            ahp = v;
-        if (sscanf(line, "Private_Hugetlb: %llu kB", &v) == 1)
-            htlb_kb = v;
-    }
-    fclose(f);
-    if (strcmp(res->backing, "file") != 0) {
-        assert_true(found);
+    struct pl_test_smaps sm = {0};
+    const bool mapped = strcmp(res->backing, "file") != 0;
+    if (mapped)
+        assert_int_equal(pl_test_smaps(d.pid, res->address, &sm), 0);
+    if (mapped) {
         /* hugetlb pages are never swapped: mlock leaves their mapping alone, and smaps counts
          * them as Private_Hugetlb, not Locked */
         if (!strcmp(res->backing, "hugetlb")) {
-            assert_int_equal(kps, 2048);
-            assert_int_equal(htlb_kb, size_kb);
-            assert_int_equal(htlb_kb * 1024, res->bytes_hugetlb);
+            assert_int_equal(sm.kernel_page_kb, 2048);
+            assert_int_equal(sm.hugetlb_kb, sm.size_kb);
+            assert_int_equal(sm.hugetlb_kb * 1024, res->bytes_hugetlb);
         } else if (res->locked) {
-            assert_int_equal(locked_kb, size_kb);
-            assert_int_equal(locked_kb * 1024, res->bytes_locked);
+            assert_int_equal(sm.locked_kb, sm.size_kb);
+            assert_int_equal(sm.locked_kb * 1024, res->bytes_locked);
         }
         /* khugepaged may collapse more of the mapping between the status answer and this
          * read (slowly, under sanitizers): THP bytes only grow, and never past the mapping. */
         if (!strcmp(res->backing, "thp")) {
-            assert_true(ahp * 1024 >= res->bytes_thp);
-            assert_true(ahp <= size_kb);
+            assert_true(sm.anon_huge_kb * 1024 >= res->bytes_thp);
+            assert_true(sm.anon_huge_kb <= sm.size_kb);
         }
-        assert_int_equal(size_kb * 1024, res->bytes_mapped);
+        assert_int_equal(sm.size_kb * 1024, res->bytes_mapped);
     }
     picolm__admin__v1__admin_response__free_unpacked(resp, NULL);
     assert_int_equal(daemon_stop(&d), 0);
