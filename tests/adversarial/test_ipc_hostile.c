@@ -25,6 +25,7 @@
 #include "pl/ipc_region.h"
 #include "pl/ipc_ring.h"
 #include "pl/pl_err.h"
+#include "pl/pl_util.h"
 
 #define MAX_REC 1024u
 
@@ -106,13 +107,6 @@ static void client_attach(struct session *s, struct pl_ipc_region *creg, struct 
         _exit(20);
 }
 
-static uint64_t xorshift(uint64_t *x) {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x;
-}
-
 static void hostile_main(struct session *s, uint64_t seed) {
     struct pl_ipc_region creg;
     struct pl_ipc_ring sq, cq;
@@ -127,12 +121,12 @@ static void hostile_main(struct session *s, uint64_t seed) {
     uint8_t *base = creg.base;
     size_t len = creg.bytes;
     for (;;) {
-        uint64_t r = xorshift(&x);
+        uint64_t r = pl_xorshift64s(&x);
         switch (r & 7) {
         case 0: /* a random index value into either ring's control block */
         case 1: {
             const struct pl_ipc_ring_desc *d = (r & 8) ? &creg.sq : &creg.cq;
-            uint32_t v = (uint32_t)(xorshift(&x));
+            uint32_t v = (uint32_t)(pl_xorshift64s(&x));
             if (r & 16)
                 v &= ~7u; /* aligned garbage passes the cheap checks */
             memcpy(base + d->ctrl_offset + ((r >> 5) & 3) * 64, &v, sizeof(v));
@@ -140,18 +134,18 @@ static void hostile_main(struct session *s, uint64_t seed) {
         }
         case 2: { /* a plausible record header at a random aligned data position */
             const struct pl_ipc_ring_desc *d = &creg.sq;
-            uint64_t off = d->data_offset + ((xorshift(&x) % d->data_bytes) & ~7ull);
-            uint32_t h[2] = {(uint32_t)(xorshift(&x) % (MAX_REC * 2)), (uint32_t)(r >> 32)};
+            uint64_t off = d->data_offset + ((pl_xorshift64s(&x) % d->data_bytes) & ~7ull);
+            uint32_t h[2] = {(uint32_t)(pl_xorshift64s(&x) % (MAX_REC * 2)), (uint32_t)(r >> 32)};
             if (r & 8)
                 h[1] = PL_IPC_REC_PAD;
             memcpy(base + off, h, sizeof(h));
             break;
         }
         default: { /* random bytes at a random place anywhere in the region */
-            size_t off = (size_t)(xorshift(&x) % len);
+            size_t off = (size_t)(pl_xorshift64s(&x) % len);
             size_t n = (size_t)((r >> 8) % 64);
             for (size_t i = 0; i < n && off + i < len; i++)
-                base[off + i] = (uint8_t)xorshift(&x);
+                base[off + i] = (uint8_t)pl_xorshift64s(&x);
             break;
         }
         }

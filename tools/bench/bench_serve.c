@@ -718,10 +718,7 @@ static int prefix_prompt(uint32_t variant, uint32_t n_words, uint32_t q, char **
     uint64_t x = 0x9E3779B97F4A7C15ull ^ ((uint64_t)variant << 17);
     len += (size_t)snprintf(b, cap, "Report %u.", variant);
     for (uint32_t i = 0; i < n_words; i++) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        const char *w = prefix_words[(x * 0x2545F4914F6CDD1Dull >> 33) % n_list];
+        const char *w = prefix_words[(pl_xorshift64s(&x) >> 33) % n_list];
         len += (size_t)snprintf(b + len, cap - len, " %s", w);
     }
     (void)snprintf(b + len, cap - len, "\nQuestion %u: what happened next?", q);

@@ -77,4 +77,16 @@ static inline void pl_cpu_relax(void) {
 #endif
 }
 
+/* One step of xorshift64* (S. Vigna, 2016): a small, fast, deterministic generator for the
+ * tests' random inputs, seeds and benchmark texts - not for anything secret. *state must not
+ * be 0; the high bits of the result are the best ones. */
+static inline uint64_t pl_xorshift64s(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
 #endif

@@ -136,8 +136,8 @@ static void check(const uint8_t *s, size_t n) {
         fail_msg("%02x %02x %02x (n %zu): skip %zu, want %zu", s[0], n > 1 ? s[1] : 0,
                  n > 2 ? s[2] : 0, n, skip, oracle_skip(s, n));
     if (pl_utf8_valid(s, n) != oracle_valid(s, n))
-        fail_msg("%02x %02x %02x %02x (n %zu): valid %d", s[0], n > 1 ? s[1] : 0,
-                 n > 2 ? s[2] : 0, n > 3 ? s[3] : 0, n, !oracle_valid(s, n));
+        fail_msg("%02x %02x %02x %02x (n %zu): valid %d", s[0], n > 1 ? s[1] : 0, n > 2 ? s[2] : 0,
+                 n > 3 ? s[3] : 0, n, !oracle_valid(s, n));
 }
 
 static void test_every_string_of_up_to_three_bytes(void **state) {
@@ -201,9 +201,10 @@ static void test_every_code_point_and_its_truncations(void **state) {
  * texts. */
 static void test_strings(void **state) {
     (void)state;
-    const uint8_t t[] = {0x61, 0xF1, 0x80, 0x80, 0xE1, 0x80, 0xC2, 0x62, 0x80, 0x63, 0x80, 0xBF, 0x64};
-    static const size_t want[][2] = {{1, 0}, {0, 3}, {0, 2}, {0, 1}, {1, 0}, {0, 1},
-                                     {1, 0}, {0, 1}, {0, 1}, {1, 0}};
+    const uint8_t t[] = {0x61, 0xF1, 0x80, 0x80, 0xE1, 0x80, 0xC2,
+                         0x62, 0x80, 0x63, 0x80, 0xBF, 0x64};
+    static const size_t want[][2] = {{1, 0}, {0, 3}, {0, 2}, {0, 1}, {1, 0},
+                                     {0, 1}, {1, 0}, {0, 1}, {0, 1}, {1, 0}};
     size_t i = 0;
     for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         size_t skip = 0;

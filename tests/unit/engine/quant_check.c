@@ -19,6 +19,7 @@
 
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
+#include "pl/pl_util.h"
 #include "quant_blocks.h"
 
 /* ---- Tolerances ---- */
@@ -43,10 +44,7 @@
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rnd64(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
+    return pl_xorshift64s(&rng_state);
 }
 
 static uint32_t rnd_below(uint32_t n) {

@@ -23,6 +23,7 @@
 #include "pl/engine_gguf.h"
 #include "pl/engine_quant.h"
 #include "pl/engine_types.h"
+#include "pl/pl_util.h"
 
 /* ---- Tolerances ---- */
 
@@ -55,10 +56,7 @@ static const struct rt_bound RT_BOUNDS[] = {
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rng_next(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
+    return pl_xorshift64s(&rng_state);
 }
 
 static double rng_uniform(void) { /* [0, 1) */
