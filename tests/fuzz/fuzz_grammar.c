@@ -20,12 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "json_doc.h"
-#include "pl/engine_gguf.h"
 #include "pl/engine_grammar.h"
 #include "pl/engine_tokenizer.h"
+
+#include "fuzz_vocab.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,25 +40,11 @@ static uint32_t n_vocab;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *data = getenv("PICOLM_TEST_DATA");
-    char path[4096], err[256];
-    struct pl_gguf *g = NULL;
-    if (!data || !data[0]) {
-        /* 77: the smoke test counts as skipped, as the other tests without their data */
-        fprintf(stderr, "fuzz_grammar: set PICOLM_TEST_DATA (the folder with tokenizer/)\n");
-        exit(77);
-    }
-    (void)snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-llama-spm.gguf", data);
-    if (access(path, R_OK) != 0) {
-        fprintf(stderr, "fuzz_grammar: no %s: skipped\n", path);
-        exit(77);
-    }
-    if (pl_gguf_open(path, &g, err, sizeof(err)) < 0 ||
-        pl_tokenizer_new(g, &tok, err, sizeof(err)) < 0 || pl_grammar_vocab_new(tok, &gv) < 0) {
-        fprintf(stderr, "fuzz_grammar: %s: %s\n", path, err);
+    tok = fuzz_vocab_load("fuzz_grammar", "ggml-vocab-llama-spm.gguf");
+    if (pl_grammar_vocab_new(tok, &gv) < 0) {
+        fprintf(stderr, "fuzz_grammar: no grammar vocabulary\n");
         abort();
     }
-    pl_gguf_close(g);
     n_vocab = pl_tokenizer_n_vocab(tok);
     logits = malloc(n_vocab * sizeof(*logits));
     if (!logits)

@@ -21,11 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "pl/engine_gguf.h"
 #include "pl/engine_tokenizer.h"
 #include "pl/pl_utf8.h"
+
+#include "fuzz_vocab.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,27 +37,8 @@ static struct pl_tokenizer *toks[3];
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *data = getenv("PICOLM_TEST_DATA");
-    if (!data || !data[0]) {
-        /* 77: the smoke test counts as skipped, as the other tests without their data */
-        fprintf(stderr, "fuzz_tokenizer: set PICOLM_TEST_DATA (the folder with tokenizer/)\n");
-        exit(77);
-    }
-    for (int i = 0; i < 3; i++) {
-        char path[4096], err[256];
-        struct pl_gguf *g = NULL;
-        (void)snprintf(path, sizeof(path), "%s/tokenizer/%s", data, vocab_files[i]);
-        if (access(path, R_OK) != 0) {
-            fprintf(stderr, "fuzz_tokenizer: no %s: skipped\n", path);
-            exit(77);
-        }
-        if (pl_gguf_open(path, &g, err, sizeof(err)) < 0 ||
-            pl_tokenizer_new(g, &toks[i], err, sizeof(err)) < 0) {
-            fprintf(stderr, "fuzz_tokenizer: %s: %s\n", path, err);
-            abort();
-        }
-        pl_gguf_close(g);
-    }
+    for (int i = 0; i < 3; i++)
+        toks[i] = fuzz_vocab_load("fuzz_tokenizer", vocab_files[i]);
     return 0;
 }
 
