@@ -1180,8 +1180,8 @@ static inline TARGET_GV __attribute__((always_inline)) void q4kp_load(const uint
         _mm256_set1_epi32(63));
 }
 
-/* The integer sums of a loaded super-block with the decode vector's (q, ns): lanes 0..7 sum
- * to isum, lanes 8..15 to -msum. */
+/* The quants w (q4kp_quants) dotted with activations q: per int32 lane 16 products (layout
+ * 32: lane pair 2j, 2j + 1 holds sub-block j). */
 static inline TARGET_GV __attribute__((always_inline)) __m512i q4kp_dot4(const __m512i w[4],
                                                                          const int8_t *q) {
     __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_load_si512(q));
@@ -1191,6 +1191,8 @@ static inline TARGET_GV __attribute__((always_inline)) __m512i q4kp_dot4(const _
     return _mm512_add_epi32(pa, pb);
 }
 
+/* The integer sums of a loaded super-block with the decode vector's (q, ns): lanes 0..7 sum
+ * to isum, lanes 8..15 to -msum. */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
 q4kp_dot(const struct q4kp_w *u, const int8_t *q, const int32_t *ns) {
     const __m512i ps = _mm512_mullo_epi32(q4kp_dot4(u->w, q), u->sc);
@@ -1233,7 +1235,6 @@ struct q4kp_sums {
     __m128 dd[4];
 };
 
-/* Super-block s of packed row w: its q4kp_dot, and [da x d, da x dmin] into dd. */
 /* [da x d, da x dmin] of super-block s of packed row w. */
 static inline TARGET_GV __attribute__((always_inline)) __m128
 q4kp_dd(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, int q5) {
@@ -1243,6 +1244,7 @@ q4kp_dd(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, int q5) {
                       _mm_set1_ps(*pl_mm_lay_da(v, n, 1, s, 0)));
 }
 
+/* Super-block s of packed row w: its q4kp_dot, and [da x d, da x dmin] into dd. */
 static inline TARGET_GV __attribute__((always_inline)) __m512i
 q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m128 *dd, int q5) {
     const uint8_t *p = w + (size_t)s * KP_SB(q5);
@@ -1272,8 +1274,8 @@ q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m128 *dd, int q5) 
  * times minus the activations' sub-block sums over 2 lanes (sub-blocks 4L .. 4L + 3). */
 static inline TARGET_GV __attribute__((always_inline)) void
 q4kp_pair(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m512i *ret_i, __m256i *ret_m) {
-    const uint8_t *p0 = w + (size_t)s * sizeof(struct pl_block_q4_K);
-    const uint8_t *p1 = p0 + sizeof(struct pl_block_q4_K);
+    const uint8_t *p0 = w + (size_t)s * KP_SB(0);
+    const uint8_t *p1 = p0 + KP_SB(0);
     /* int16 lane pair of qword 2L + h: scale 2L, scale 2L + 1 (twice each), of s + h; the
      * high bytes masked to 0, the bits above each field cleared by the AND */
 #define W16(a, b, c, d)                                                                            \
@@ -1312,8 +1314,7 @@ static inline TARGET_GV __attribute__((always_inline)) void
 q4kp_group4(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, struct q4kp_sums *g) {
     __m512i ia, ib;
     __m256i ma, mb;
-    pf_step(w, s0, sizeof(struct pl_block_q4_K),
-            (int)((4 * sizeof(struct pl_block_q4_K) + 63) / 64 + 1));
+    pf_step(w, s0, KP_SB(0), (int)((4 * KP_SB(0) + 63) / 64 + 1));
     for (int i = 0; i < 4; i++)
         g->dd[i] = q4kp_dd(w, v, n, s0 + i, 0);
     q4kp_pair(w, v, n, s0, &ia, &ma);
