@@ -45,24 +45,24 @@ _Static_assert(PL_TOKENIZER_MAX_IDS(MAX_TOKENIZE_TEXT) <= PL_DAEMON_MAX_RECORD,
 
 /* ---- Replies through the outbox ---- */
 
-/* The caller made sure the outbox has room (one reply at most per record). */
-static void reply(struct pl_daemon *d, struct pl_daemon_session *s, uint32_t type,
-                  const ProtobufCMessage *m) {
+/* Packs m into the session's outbox. The caller made sure the outbox has room (one reply at
+ * most per record). Returns 0, or -EMSGSIZE (nothing sent) when m does not fit a record. */
+static int put_reply(struct pl_daemon *d, struct pl_daemon_session *s, uint32_t type,
+                     const ProtobufCMessage *m) {
     struct pl_daemon_outbox_slot *o = pl_daemon_session_outbox_next(s);
     size_t len = protobuf_c_message_get_packed_size(m);
-    if (len > PL_DAEMON_MAX_RECORD - PL_IPC_REC_HDR_BYTES) {
-        pl_log_err("session %llu: reply of %zu bytes does not fit a record",
-                   (unsigned long long)s->id, len);
-        return;
-    }
+    if (len > PL_DAEMON_MAX_RECORD - PL_IPC_REC_HDR_BYTES)
+        return -EMSGSIZE;
     o->type = type;
     o->len = (uint32_t)protobuf_c_message_pack(m, o->buf);
     pl_daemon_session_outbox_commit(s);
     if (!atomic_exchange_explicit(&s->outbox_signalled, true, memory_order_seq_cst))
         if (pl_daemon_sched_send(d->sched, PL_DAEMON_CMD_OUTBOX, s) < 0)
             pl_log_err("scheduler queue full (sizing bug)");
+    return 0;
 }
 
+/* An Error for request req_id (its constant message always fits a record). */
 static int reply_error(struct pl_daemon *d, struct pl_daemon_session *s, uint64_t req_id, int code,
                        const char *msg) {
     Picolm__V1__Error e = PICOLM__V1__ERROR__INIT;
@@ -71,8 +71,18 @@ static int reply_error(struct pl_daemon *d, struct pl_daemon_session *s, uint64_
     e.message = (char *)msg;
     pl_log_debug("session %llu: request %llu: %s", (unsigned long long)s->id,
                  (unsigned long long)req_id, msg);
-    reply(d, s, PL_DAEMON_REC_ERROR, &e.base);
+    (void)put_reply(d, s, PL_DAEMON_REC_ERROR, &e.base);
     return 0;
+}
+
+/* The answer m to request req_id; one that does not fit a record becomes an Error for the
+ * request, so the client never waits for a reply that was dropped (Tokenize can get there:
+ * up to 3 ids a byte of text, each a varint of up to 3 bytes). */
+static void reply(struct pl_daemon *d, struct pl_daemon_session *s, uint64_t req_id, uint32_t type,
+                  const ProtobufCMessage *m) {
+    if (put_reply(d, s, type, m) == -EMSGSIZE)
+        (void)reply_error(d, s, req_id, E_INVALID,
+                          "the reply does not fit one record (32 KiB): ask for less");
 }
 
 /* ---- Generate ---- */
@@ -371,11 +381,7 @@ static int on_tokenize(struct pl_daemon *d, struct pl_daemon_session *s,
     res.request_id = t->request_id;
     res.n_ids = n;
     res.ids = d->scratch_ids;
-    /* 12290 ids of 3-byte varints would not fit a record: an error, not a dropped reply */
-    if (protobuf_c_message_get_packed_size(&res.base) > PL_DAEMON_MAX_RECORD - PL_IPC_REC_HDR_BYTES)
-        return reply_error(d, s, t->request_id, E_INVALID,
-                           "the text gives more token ids than one reply holds; send less");
-    reply(d, s, PL_DAEMON_REC_TOKENIZE_RESULT, &res.base);
+    reply(d, s, t->request_id, PL_DAEMON_REC_TOKENIZE_RESULT, &res.base);
     return 0;
 }
 
@@ -398,7 +404,7 @@ static int on_detokenize(struct pl_daemon *d, struct pl_daemon_session *s,
     res.request_id = t->request_id;
     res.text.len = len;
     res.text.data = (uint8_t *)d->scratch_text;
-    reply(d, s, PL_DAEMON_REC_DETOKENIZE_RESULT, &res.base);
+    reply(d, s, t->request_id, PL_DAEMON_REC_DETOKENIZE_RESULT, &res.base);
     return 0;
 }
 
@@ -422,7 +428,7 @@ static int on_model_info(struct pl_daemon *d, struct pl_daemon_session *s,
     res.tokenizer = pl_tokenizer_kind(tok) == PL_TOKENIZER_BPE ? "gpt2" : "llama";
     res.bos = pl_tokenizer_bos(tok);
     res.eos = pl_tokenizer_eos(tok);
-    reply(d, s, PL_DAEMON_REC_MODEL_INFO, &res.base);
+    reply(d, s, mi->request_id, PL_DAEMON_REC_MODEL_INFO, &res.base);
     return 0;
 }
 
