@@ -126,16 +126,19 @@ static void split(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo, uint
     *ret_hi = (uint32_t)((uint64_t)n * (ith + 1) / nth);
 }
 
-/* split() in whole pairs of rows: every share but the last starts and ends on an even row,
- * as the dynamic shares' units do (ROWS_MIN), so each RoPE pair of a product's output is
- * computed by one thread (qkv_rows). */
-static void split_pairs(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo,
+/* split() in whole quads of rows: every share but the last starts and ends on a multiple
+ * of 4, as the dynamic shares' units do (ROWS_MIN), so each RoPE pair of a product's output
+ * is computed by one thread (qkv_rows), and no share cuts a group of a layout that packs
+ * rows in groups of 4 (matmul.h's row_group: a cut group is computed whole for each side). */
+#define SPLIT_UNIT 4u
+static void split_quads(uint32_t n, uint32_t ith, uint32_t nth, uint32_t *ret_lo,
                         uint32_t *ret_hi) {
-    split((n + 1) / 2, ith, nth, ret_lo, ret_hi);
-    *ret_lo = PL_MIN(2 * *ret_lo, n);
-    *ret_hi = PL_MIN(2 * *ret_hi, n);
+    split((n + SPLIT_UNIT - 1) / SPLIT_UNIT, ith, nth, ret_lo, ret_hi);
+    *ret_lo = PL_MIN(SPLIT_UNIT * *ret_lo, n);
+    *ret_hi = PL_MIN(SPLIT_UNIT * *ret_hi, n);
 }
-_Static_assert(ROWS_MIN % 2 == 0, "dynamic shares keep RoPE pairs whole");
+_Static_assert(ROWS_MIN % SPLIT_UNIT == 0 && SPLIT_UNIT % 2 == 0,
+               "shares keep RoPE pairs and row groups whole");
 
 /* ---- Matrix multiplication ---- */
 
@@ -297,7 +300,7 @@ static void share_begin(struct pl_ctx *c, uint32_t *mm_k, uint32_t n_rows, size_
         /* Small matrices (tiny models): the cache lines bouncing between cores cost more
          * than any imbalance. (Segments too long for the word - a segment may hold any
          * share of the units: never for real vocabularies, below 1M rows.) */
-        split_pairs(n_rows, ith, nth, &ret->lo, &ret->hi);
+        split_quads(n_rows, ith, nth, &ret->lo, &ret->hi);
         return;
     }
     ret->seg = c->mm + (size_t)k * c->n_threads;
@@ -533,7 +536,7 @@ static void qkv_after(struct pl_ctx *c, uint32_t il, uint32_t t, uint32_t j, uin
 
 /* A private batch's Q, K and V products end in qkv_after(), row share by row share, on the
  * thread that computed the rows (their lines still in its cache): no pass over q and k after
- * the products, and no barrier for one. lo even (split_pairs, ROWS_MIN) and head_dim even,
+ * the products, and no barrier for one. lo even (split_quads, ROWS_MIN) and head_dim even,
  * so each pair is whole in one share. rope: [n_tok][n_rot] caches, computed once per run. */
 struct qkv_epi {
     uint32_t il;

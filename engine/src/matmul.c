@@ -183,16 +183,18 @@ int pl_mm_repack_weight(struct pl_weight *w) {
     const struct pl_mm_tile_kernel *k = pl_mm_tile_kernel(w->type, w->n_cols);
     if (!w->data || w->packed || !k || !k->packed || !k->repack)
         return 0;
-    uint8_t *row = malloc(w->row_bytes);
-    if (!row)
+    const uint32_t g = PL_MAX(k->packed->row_group, 1u);
+    uint8_t *rows = malloc((size_t)g * w->row_bytes);
+    if (!rows)
         return -ENOMEM;
     uint8_t *d = (uint8_t *)(uintptr_t)w->data; /* the model's own copy (matmul.h) */
-    for (uint32_t r = 0; r < w->n_rows; r++) {
+    for (uint32_t r = 0; r < w->n_rows; r += g) {
+        const uint32_t nr = PL_MIN(g, w->n_rows - r);
         uint8_t *p = d + (size_t)r * w->row_bytes;
-        memcpy(row, p, w->row_bytes);
-        k->repack(w->n_cols, row, p);
+        memcpy(rows, p, (size_t)nr * w->row_bytes);
+        k->repack(w->n_cols, w->row_bytes, nr, rows, p);
     }
-    free(row);
+    free(rows);
     w->packed = true;
     return 1;
 }
@@ -366,11 +368,12 @@ static void rows_streamed(const struct pl_weight *w, const struct pl_weight *up,
     }
 }
 
-/* Streams for one token's rows [r_lo, r_hi): the setting's, while every part keeps
- * STREAM_ROWS_MIN rows; else 1. */
+/* Streams for one token's rows [r_lo, r_hi) with kernel tk (NULL: none): the setting's, while
+ * every part keeps STREAM_ROWS_MIN rows; else 1. */
 #define STREAM_ROWS_MIN 16u
-static uint32_t decode_streams(uint32_t n_tok, uint32_t r_lo, uint32_t r_hi) {
-    if (n_tok != 1)
+static uint32_t decode_streams(const struct pl_mm_tile_kernel *tk, uint32_t n_tok, uint32_t r_lo,
+                               uint32_t r_hi) {
+    if (n_tok != 1 || (tk && tk->row_group > 1)) /* a grouped layout: one row at a time cannot be */
         return 1;
     const uint32_t ns = pl_quant_prefetch()->streams;
     return ns > 1 && r_hi - r_lo >= ns * STREAM_ROWS_MIN ? ns : 1;
@@ -397,13 +400,103 @@ static void decode_prologue(const struct pl_weight *w, const struct pl_weight *u
     }
 }
 
+/* ---- Layouts in groups of rows (pl_mm_tile_kernel.row_group) ---- */
+
+/* The row group of act's kernel; 1 for rows laid out one by one. */
+static inline uint32_t act_group(const struct pl_mm_act *act) {
+    return act->tk && act->tk->row_group > 1 ? act->tk->row_group : 1;
+}
+
+/* Whether a range of w's rows may start or end at row r: a group's first row, or a row
+ * past the last whole group (laid out on its own), n_rows included. */
+static inline bool group_edge(uint32_t r, uint32_t g, uint32_t n_rows) {
+    return r % g == 0 || r >= n_rows / g * g;
+}
+
+/* The whole group of g rows of w from row r0, as a matrix of its own. */
+static struct pl_weight group_view(const struct pl_weight *w, uint32_t r0, uint32_t g) {
+    struct pl_weight v = *w;
+    v.data = w->data + (size_t)r0 * w->row_bytes;
+    v.n_rows = g;
+    return v;
+}
+
+/* Tokens [t0, t0 + n) of act (t0 a multiple of its slots per tile) as an act of their own. */
+static struct pl_mm_act act_tokens(const struct pl_mm_act *act, uint32_t t0, uint32_t n) {
+    const uint32_t per = act->slots ? act->slots : PL_MM_TILE;
+    struct pl_mm_act a = *act;
+    a.xq = act->xq + (size_t)t0 * act->stride;
+    a.tiles = act->tiles + (size_t)(t0 / per) * act->tile_bytes;
+    a.n_tok = n;
+    return a;
+}
+
+/* Tokens per piece of cut_groups(): a whole number of tiles. */
+#define CUT_TOK PL_MM_TILE
+
+/* Rows [lo, hi) of the group of w (g rows) from row r0, for every token of act: the whole
+ * group's products, CUT_TOK tokens at a time, then each wanted row's value to out through
+ * store() (or, with up, silu(gate) * up as computed for the group): the values a range on
+ * group edges gets. */
+static void cut_group(const struct pl_weight *w, const struct pl_weight *up,
+                      const struct pl_mm_act *act, float *out, size_t out_stride, const float *bias,
+                      bool accumulate, uint32_t r0, uint32_t g, uint32_t lo, uint32_t hi) {
+    float tmp[CUT_TOK * PL_MM_ROWS_MAX];
+    const struct pl_weight gw = group_view(w, r0, g);
+    struct pl_weight gu;
+    if (up)
+        gu = group_view(up, r0, g);
+    for (uint32_t t0 = 0; t0 < act->n_tok; t0 += CUT_TOK) {
+        const uint32_t nt = PL_MIN(CUT_TOK, act->n_tok - t0);
+        const struct pl_mm_act a = act_tokens(act, t0, nt);
+        if (up)
+            pl_matmul_swiglu_rows(&gw, &gu, &a, tmp, g, 0, g);
+        else
+            pl_matmul_rows(&gw, &a, tmp, g, NULL, false, 0, g);
+        for (uint32_t t = 0; t < nt; t++)
+            for (uint32_t r = lo; r < hi; r++) {
+                float *o = out + (size_t)(t0 + t) * out_stride + r;
+                if (up)
+                    *o = tmp[(size_t)t * g + r - r0];
+                else
+                    store(o, tmp[(size_t)t * g + r - r0], bias, r, accumulate);
+            }
+    }
+}
+_Static_assert(CUT_TOK % PL_MM_TILE == 0 && CUT_TOK % PL_MM_HALF == 0, "pieces of whole tiles");
+
+/* A range [*r_lo, *r_hi) of a grouped layout that cuts a group at either end: the cut groups'
+ * rows in it computed here (cut_group), the range narrowed to the rest, whose ends are group
+ * edges (possibly empty). */
+static void cut_groups(const struct pl_weight *w, const struct pl_weight *up,
+                       const struct pl_mm_act *act, float *out, size_t out_stride,
+                       const float *bias, bool accumulate, uint32_t g, uint32_t *r_lo,
+                       uint32_t *r_hi) {
+    if (*r_lo < *r_hi && !group_edge(*r_lo, g, w->n_rows)) {
+        const uint32_t r0 = *r_lo / g * g, hi = PL_MIN(r0 + g, *r_hi);
+        cut_group(w, up, act, out, out_stride, bias, accumulate, r0, g, *r_lo, hi);
+        *r_lo = hi;
+    }
+    if (*r_lo < *r_hi && !group_edge(*r_hi, g, w->n_rows)) {
+        const uint32_t r0 = *r_hi / g * g;
+        cut_group(w, up, act, out, out_stride, bias, accumulate, r0, g, r0, *r_hi);
+        *r_hi = r0;
+    }
+}
+
 void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, float *out,
                     size_t out_stride, const float *bias, bool accumulate, uint32_t r_lo,
                     uint32_t r_hi) {
     const uint8_t *wd = w->data;
     const uint32_t n_tok = act->n_tok;
+    const uint32_t grp = act_group(act);
+    if (grp > 1) {
+        cut_groups(w, NULL, act, out, out_stride, bias, accumulate, grp, &r_lo, &r_hi);
+        if (r_lo >= r_hi)
+            return;
+    }
 
-    const uint32_t ns = decode_streams(n_tok, r_lo, r_hi);
+    const uint32_t ns = decode_streams(act->tk, n_tok, r_lo, r_hi);
     if (n_tok < PL_MM_MIN_TILED_TOK)
         decode_prologue(w, NULL, act, r_lo, r_hi);
     if (act->tk && act->slots == 1 && act->tk->vec_rows && ns > 1) {
@@ -544,10 +637,13 @@ void pl_matmul_rows(const struct pl_weight *w, const struct pl_mm_act *act, floa
 
 /* The decode path of w for one token (as prep_act in forward.c chooses it): true when the
  * weight's tiled kernel decodes through vec_rows, false for the per-row dot products. */
-static bool decode_vec_rows(const struct pl_weight *w) {
+static const struct pl_mm_tile_kernel *decode_kernel(const struct pl_weight *w) {
     const struct pl_mm_tile_kernel *tk = pl_mm_weight_kernel(w);
-    if (tk && tk->dec)
-        tk = tk->dec;
+    return tk && tk->dec ? tk->dec : tk;
+}
+
+static bool decode_vec_rows(const struct pl_weight *w) {
+    const struct pl_mm_tile_kernel *tk = decode_kernel(w);
     return tk && tk->vec_rows;
 }
 
@@ -556,7 +652,7 @@ uint32_t pl_mm_decode_spans(const struct pl_weight *w, const struct pl_weight *u
                             struct pl_mm_span *spans) {
     if (r_lo >= r_hi)
         return 0;
-    const uint32_t ns = decode_streams(n_tok, r_lo, r_hi);
+    const uint32_t ns = decode_streams(decode_kernel(w), n_tok, r_lo, r_hi);
     /* one stream through the tiled kernel's SwiGLU: (up to) SWIGLU_ROWS rows of the gate first */
     const bool blocks = up && ns == 1 && decode_vec_rows(w);
     const uint32_t per = up && !blocks ? 2 : 1; /* streams per part */
@@ -578,8 +674,14 @@ void pl_matmul_swiglu_rows(const struct pl_weight *gate, const struct pl_weight 
                            uint32_t r_lo, uint32_t r_hi) {
     const uint8_t *gd = gate->data, *ud = up->data;
     const uint32_t n_tok = act->n_tok;
+    const uint32_t grp = act_group(act);
+    if (grp > 1) {
+        cut_groups(gate, up, act, out, out_stride, NULL, false, grp, &r_lo, &r_hi);
+        if (r_lo >= r_hi)
+            return;
+    }
     const size_t rb = gate->row_bytes;
-    const uint32_t ns = decode_streams(n_tok, r_lo, r_hi);
+    const uint32_t ns = decode_streams(act->tk, n_tok, r_lo, r_hi);
     if (n_tok < PL_MM_MIN_TILED_TOK)
         decode_prologue(gate, up, act, r_lo, r_hi);
 

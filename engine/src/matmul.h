@@ -78,10 +78,18 @@ struct pl_mm_tile_kernel {
     uint32_t vec_max;
     /* Non-NULL: this kernel for weights repacked at load into the kernel's own layout (same
      * bytes per row; results bit-identical to this kernel's), and repack() writes that
-     * layout: dst = row src of n elements, repacked (separate buffers). See
-     * pl_mm_repack_weight(). */
+     * layout: dst = the n_rows rows of n elements at src (row_bytes apart), repacked
+     * (separate buffers); n_rows is packed->row_group, or what is left of the matrix past its
+     * last whole group. See pl_mm_repack_weight(). */
     const struct pl_mm_tile_kernel *packed;
-    void (*repack)(int64_t n, const uint8_t *src, uint8_t *dst);
+    void (*repack)(int64_t n, size_t row_bytes, uint32_t n_rows, const uint8_t *src, uint8_t *dst);
+    /* 0: each row is laid out on its own. G > 1: the layout interleaves rows in groups of G
+     * (rows [G g, G g + G), whose G x row_bytes bytes the group occupies in any order), and
+     * the rows past the last whole group each on their own. Such a kernel is called only on
+     * whole groups: every call's rows start on a group (a multiple of G, or a row past the
+     * last whole group) and end on one (the same, or the matrix's end); pl_matmul_rows and
+     * pl_matmul_swiglu_rows compute a range that cuts a group through the whole group. */
+    uint32_t row_group;
 };
 
 /* Layout of nt slots for rows of n_sb = n / 256 super-blocks. The 256 int8 values of a slot's

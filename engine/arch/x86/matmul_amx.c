@@ -332,16 +332,16 @@ DEFINE_AMX_ROWS(rows8_q6_Kp, 256, PL_MM_HALF, unpack_q6_Kp, 0, sizeof(struct pl_
  * 44.9 / 68.7, AMX 41.6 / 45.4 / 43). */
 #define AMX_VEC_MAX 4u
 static struct pl_mm_tile_kernel k_q4_K = {
-    PL_GGML_TYPE_Q8_K, 32,   prep_q4_K, rows_q4_K,   NULL, rows8_q4_K,
-    AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
+    PL_GGML_TYPE_Q8_K, 32,   prep_q4_K, rows_q4_K, NULL, rows8_q4_K, AMX_ROWS, NULL, NULL,
+    AMX_VEC_MAX,       NULL, NULL,      0};
 static struct pl_mm_tile_kernel k_q6_K = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_K,   NULL, rows8_q6_K,
-    AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
+    PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_K, NULL, rows8_q6_K, AMX_ROWS, NULL, NULL,
+    AMX_VEC_MAX,       NULL, NULL,      0};
 /* Q6_K repacked at load into the AVX-512 kernels' layout (where they have one): the tiles
  * here, the decode steps their vec_q6_Kp / vec_q6_Kpn (the same vectors: layout 16). */
 static struct pl_mm_tile_kernel k_q6_Kp = {
-    PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_Kp,  NULL, rows8_q6_Kp,
-    AMX_ROWS,          NULL, NULL,      AMX_VEC_MAX, NULL, NULL};
+    PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_Kp, NULL, rows8_q6_Kp, AMX_ROWS, NULL, NULL,
+    AMX_VEC_MAX,       NULL, NULL,      0};
 
 void pl_mm_amx_init(void) {
     k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);

@@ -352,8 +352,16 @@ static void block_scales(const uint8_t *row, int64_t s, size_t bb, uint8_t *dst)
         memcpy(dst + 2 * j, row + ((size_t)s * 8 + (size_t)j) * bb, 2);
 }
 
+/* matmul.h's repack for a layout packed row by row: one(n, src, dst) packs one row. */
+#define DEFINE_REPACK_ROWS(name, one)                                                              \
+    static void name(int64_t n, size_t row_bytes, uint32_t n_rows, const uint8_t *src,             \
+                     uint8_t *dst) {                                                               \
+        for (uint32_t r = 0; r < n_rows; r++)                                                      \
+            one(n, src + (size_t)r * row_bytes, dst + (size_t)r * row_bytes);                      \
+    }
+
 /* src: a row of n elements in the GGUF layout; dst (another buffer): the packed row. */
-static void repack_q4_0(int64_t n, const uint8_t *src, uint8_t *dst) {
+static void repack_q4_0_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     for (int64_t s = 0; s < n / 256; s++) {
         struct unpacked u;
         unpack_q4_0(src, s, &u);
@@ -363,7 +371,9 @@ static void repack_q4_0(int64_t n, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-static void repack_q8_0(int64_t n, const uint8_t *src, uint8_t *dst) {
+DEFINE_REPACK_ROWS(repack_q4_0, repack_q4_0_row)
+
+static void repack_q8_0_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     for (int64_t s = 0; s < n / 256; s++) {
         struct unpacked u;
         unpack_q8_0(src, s, &u);
@@ -373,6 +383,8 @@ static void repack_q8_0(int64_t n, const uint8_t *src, uint8_t *dst) {
         block_scales(src, s, sizeof(struct pl_block_q8_0), p + Q80P_SC);
     }
 }
+
+DEFINE_REPACK_ROWS(repack_q8_0, repack_q8_0_row)
 
 /* Q4_K, repacked (on CPUs with GFNI and VBMI, which its decode kernel needs). Decoding the
  * GGUF layout spends most of its work rearranging bits: the quants into the lane order by
@@ -439,9 +451,9 @@ static inline __attribute__((always_inline)) void unpack_q5_Kp(const uint8_t *ro
     unpack_kp(row, s, u, 1);
 }
 
-/* The scale stream of the 12 GGUF scale bytes `scales` at p + KP_SC(q5), then d and dmin
- * (dd: the block's first 4 bytes, as both types store them). */
-static void kp_store_scales(const uint8_t *scales, const void *dd, uint8_t *p, int q5) {
+/* The 12-byte scale stream (scale j at bit 6j, min j at bit 48 + 6j) of the 12 GGUF scale
+ * bytes `scales`, to st. */
+static void kp_scale_stream(const uint8_t *scales, uint8_t *st) {
     uint64_t sc, mn, sc48 = 0, mn48 = 0;
     pl_q4k_scales_mins8(scales, &sc, &mn);
     for (int j = 0; j < 8; j++) {
@@ -450,12 +462,18 @@ static void kp_store_scales(const uint8_t *scales, const void *dd, uint8_t *p, i
     }
     const uint64_t lo64 = sc48 | mn48 << 48;
     const uint32_t hi32 = (uint32_t)(mn48 >> 16);
-    memcpy(p + KP_SC(q5), &lo64, sizeof(lo64));
-    memcpy(p + KP_SC(q5) + 8, &hi32, sizeof(hi32));
+    memcpy(st, &lo64, sizeof(lo64));
+    memcpy(st + 8, &hi32, sizeof(hi32));
+}
+
+/* The scale stream at p + KP_SC(q5), then d and dmin (dd: the block's first 4 bytes, as
+ * both types store them). */
+static void kp_store_scales(const uint8_t *scales, const void *dd, uint8_t *p, int q5) {
+    kp_scale_stream(scales, p + KP_SC(q5));
     memcpy(p + KP_D(q5), dd, 4);
 }
 
-static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+static void repack_q4_K_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)src;
     for (int64_t s = 0; s < n / 256; s++) {
         struct unpacked u;
@@ -466,7 +484,62 @@ static void repack_q4_K(int64_t n, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-static void repack_q5_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+/* Q4_K in groups of 4 rows (row_group 4: the layout of k_q4_Kx's kernels, chosen for
+ * matrices of a multiple of 4 rows). Per-row decode (vec_q4_Kp) spends most of its work on
+ * each super-block's own sums: from its VPDPBUSD lanes to the sub-blocks' sums, their scales
+ * and mins, and a float chain per row. With 4 rows side by side, one 128-bit lane per row,
+ * each of those steps is one operation for all 4 rows. Super-block s of the group is
+ * Q4KX_SB = 4 x 144 bytes:
+ *   [8][64] chunk t, 16 bytes per row (row r at 16r): byte 4c + i holds in its low nibble
+ *           the weight of activation group 4m + c (layout 32's groups of 4: dword lane
+ *           4(m % 4) + c of register m / 4), i its byte, and in its high nibble that of
+ *           group 4(m + 4) + c; m = 8 (t / 4) + t % 4. So chunk t holds sub-blocks 2P and
+ *           2P + 1 (P = t % 4): lanes c = 0, 1 the first, 2, 3 the second.
+ *   [4][12] row r's scale stream (packed Q4_K's Q4KP_SC bytes) at Q4KX_SC + 12r
+ *   [4][4]  row r's d, dmin (fp16) at Q4KX_D + 4r
+ * The same bytes as the 4 rows' GGUF blocks. Row r's registers for the tiles (unpack_q4_Kx):
+ * w[0] | w[1] << 4 is its 16 bytes of chunks 0..3, w[2] | w[3] << 4 those of chunks 4..7. */
+#define Q4KX_ROWS 4u
+#define Q4KX_SB (Q4KX_ROWS * sizeof(struct pl_block_q4_K))
+#define Q4KX_SC 512
+#define Q4KX_D 560
+_Static_assert(Q4KX_D + 4 * Q4KX_ROWS == Q4KX_SB, "a group's super-block keeps its bytes");
+
+/* src: 4 rows of n elements in the GGUF layout, row_bytes apart; dst: the packed group. */
+static void repack_q4_Kx(int64_t n, size_t row_bytes, const uint8_t *src, uint8_t *dst) {
+    for (int64_t s = 0; s < n / 256; s++) {
+        uint8_t *p = dst + (size_t)s * Q4KX_SB;
+        for (uint32_t r = 0; r < Q4KX_ROWS; r++) {
+            const uint8_t *row = src + (size_t)r * row_bytes;
+            const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
+            struct unpacked u;
+            unpack_q4_K(row, s, &u);
+            _Alignas(64) uint8_t w[4][64];
+            for (int k = 0; k < 4; k++)
+                _mm512_store_si512(w[k], u.w[k]);
+            for (int t = 0; t < 8; t++)
+                for (int i = 0; i < 16; i++) {
+                    const int k = t < 4 ? 0 : 2, o = 16 * (t % 4) + i;
+                    p[64 * t + 16 * r + i] = (uint8_t)(w[k][o] | w[k + 1][o] << 4);
+                }
+            kp_scale_stream(b->scales, p + Q4KX_SC + 12 * r);
+            memcpy(p + Q4KX_D + 4 * r, b, 4);
+        }
+    }
+}
+
+/* k_q4_K_gv's repack: a whole group, or the rows past the last one each as packed Q4_K. */
+static void repack_q4_K(int64_t n, size_t row_bytes, uint32_t n_rows, const uint8_t *src,
+                        uint8_t *dst) {
+    if (n_rows == Q4KX_ROWS) {
+        repack_q4_Kx(n, row_bytes, src, dst);
+        return;
+    }
+    for (uint32_t r = 0; r < n_rows; r++)
+        repack_q4_K_row(n, src + (size_t)r * row_bytes, dst + (size_t)r * row_bytes);
+}
+
+static void repack_q5_K_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     const struct pl_block_q5_K *b = (const struct pl_block_q5_K *)(const void *)src;
     const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     for (int64_t s = 0; s < n / 256; s++) {
@@ -483,6 +556,8 @@ static void repack_q5_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         kp_store_scales(b[s].scales, &b[s], p, 1);
     }
 }
+
+DEFINE_REPACK_ROWS(repack_q5_K, repack_q5_K_row)
 
 /* Q6_K, repacked (with GFNI and VBMI, as Q4_K). The GGUF layout spreads each 6-bit quant
  * over a nibble of ql and two bits of qh in an order the lanes do not follow: unpack_q6_K
@@ -501,7 +576,7 @@ static inline void unpack_q6_Kp(const uint8_t *row, int64_t s, struct unpacked *
     u->mn = _mm512_setzero_ps();
 }
 
-static void repack_q6_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+static void repack_q6_K_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     const struct pl_block_q6_K *b = (const struct pl_block_q6_K *)(const void *)src;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
     for (int64_t s = 0; s < n / 256; s++) {
@@ -521,6 +596,8 @@ static void repack_q6_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         memcpy(p + PL_Q6KP_D, &b[s].d, sizeof(b[s].d));
     }
 }
+
+DEFINE_REPACK_ROWS(repack_q6_K, repack_q6_K_row)
 
 /* Q3_K, repacked (with GFNI and VBMI, as Q6_K). Each super-block keeps its 110 bytes:
  *   [64] the low 2 bits of w[0..3]: bits 2k, 2k + 1 of byte i are those of w[k]'s byte i
@@ -562,7 +639,7 @@ static inline __attribute__((always_inline)) void unpack_q3_Kp(const uint8_t *ro
     u->mn = _mm512_setzero_ps();
 }
 
-static void repack_q3_K(int64_t n, const uint8_t *src, uint8_t *dst) {
+static void repack_q3_K_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     const struct pl_block_q3_K *b = (const struct pl_block_q3_K *)(const void *)src;
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     for (int64_t s = 0; s < n / 256; s++) {
@@ -589,6 +666,8 @@ static void repack_q3_K(int64_t n, const uint8_t *src, uint8_t *dst) {
         memcpy(p + Q3KP_D, &b[s].d, sizeof(b[s].d));
     }
 }
+
+DEFINE_REPACK_ROWS(repack_q3_K, repack_q3_K_row)
 
 /* ---- The row kernels ---- */
 
@@ -1449,17 +1528,262 @@ kp_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8
     }
 }
 
-#define q4kp_n(n, w, row_bytes, n_rows, vec, out, NT) kp_n(n, w, row_bytes, n_rows, vec, out, NT, 0)
 #define q5kp_n(n, w, row_bytes, n_rows, vec, out, NT) kp_n(n, w, row_bytes, n_rows, vec, out, NT, 1)
-DEFINE_NT_DISPATCH(TARGET_GV, vec_q4_Kpn, q4kp_n)
 DEFINE_NT_DISPATCH(TARGET_GV, vec_q5_Kpn, q5kp_n)
-#undef q4kp_n
 #undef q5kp_n
 
 DEFINE_ROWS(rows_q4_Kp, unpack_q4_Kp, 8, 0, 0)
 DEFINE_ROWS8(rows8_q4_Kp, unpack_q4_Kp, 8, 0, 0)
 DEFINE_ROWS(rows_q5_Kp, unpack_q5_Kp, 8, 0, 0)
 DEFINE_ROWS8(rows8_q5_Kp, unpack_q5_Kp, 8, 0, 0)
+
+/* ---- Q4_K over groups of 4 rows (repack_q4_Kx's layout) ----
+ * Decode, per super-block of a group: each chunk's nibbles (an AND and a GF2P8AFFINEQB)
+ * dotted with the two 16-byte activation groups they pair with, broadcast to the 4 rows'
+ * lanes: 16 VPDPBUSDs into a[P] (sub-blocks 2P, 2P + 1), each int32 lane a sum of 16
+ * products of a nibble and an int8, which fits int16 (q4kp_pair). Two VPACKSSDWs and two
+ * VPDPWSSDs with the scales as int16 give lanes that sum to each row's isum; one VPDPWSSD of
+ * the mins with the activations' sub-block sums (ns, minus those sums, as int16) lanes that
+ * sum to -msum. Each row's 4 lanes are added, and the 4 rows' float chains are two FMAs per
+ * super-block in lane 0 of each row's 128-bit lane: s = fma(da x d, isum, s), then
+ * s = fma(da x dmin, -msum, s): vec_q4_Kp's operations on the same integers, so the same
+ * bits (batch invariance, matmul.h). */
+struct q4kx_c {
+    __m512i m4, hi_nib, m63, sc_idx, mn_idx, sc0, sc1, mn;
+    __m512i dd_idx;
+};
+
+/* A group super-block's scales (int16 lanes: s0 [sc0, sc0, sc1, sc1, sc2, sc2, sc3, sc3] and
+ * s1 the same of 4..7 per row lane, mn [mn0 .. mn7]) and dd (float lanes 4r, 4r + 1: row r's
+ * d, dmin). */
+struct q4kx_sc {
+    __m512i s0, s1, mn;
+    __m512 dd;
+};
+
+static inline TARGET_GV __attribute__((always_inline)) void q4kx_consts(struct q4kx_c *c) {
+#define W16(a, b, c, d)                                                                            \
+    ((long long)(a) | (long long)(b) << 16 | (long long)(c) << 32 | (long long)(d) << 48)
+#define LANES(q0, q1) q1, q0, q1, q0, q1, q0, q1, q0
+    c->m4 = _mm512_set1_epi8(0x0F);
+    c->hi_nib = _mm512_set1_epi64(GF_HI_NIBBLE);
+    c->m63 = _mm512_set1_epi16(63);
+    /* the multishift controls: the field of each int16 lane, from its row's qword */
+    c->sc0 = _mm512_set_epi64(LANES(W16(0, 0, 6, 6), W16(12, 12, 18, 18)));
+    c->sc1 = _mm512_set_epi64(LANES(W16(24, 24, 30, 30), W16(36, 36, 42, 42)));
+    c->mn = _mm512_set_epi64(LANES(W16(0, 6, 12, 18), W16(24, 30, 36, 42)));
+#undef LANES
+#undef W16
+    /* byte 16r + 8h + i of the streams' vector (Q4KX_SC on): stream byte 12r + i of the
+     * scales' qword, 12r + 6 + i of the mins' (bits 48.. of row r's stream) */
+    _Alignas(64) uint8_t si[64], mi[64];
+    for (int b = 0; b < 64; b++) {
+        si[b] = (uint8_t)(12 * (b / 16) + b % 8);
+        mi[b] = (uint8_t)(si[b] + 6);
+    }
+    c->sc_idx = _mm512_load_si512(si);
+    c->mn_idx = _mm512_load_si512(mi);
+    c->dd_idx = _mm512_set_epi32(7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0, 1, 0);
+}
+
+/* Chunk t of the group super-block at p: its low and high nibbles. */
+static inline TARGET_GV __attribute__((always_inline)) void
+q4kx_quants(const struct q4kx_c *c, const uint8_t *p, int t, __m512i *lo, __m512i *hi) {
+    __m512i x = _mm512_loadu_si512(p + 64 * t);
+    __asm__("" : "+v"(x)); /* one load (see q4kp_quants) */
+    *lo = _mm512_and_si512(x, c->m4);
+    *hi = _mm512_gf2p8affine_epi64_epi8(x, c->hi_nib, 0);
+}
+
+/* a + chunk t's products (lo, hi) with the decode vector's quants q. */
+static inline TARGET_GV __attribute__((always_inline)) __m512i
+q4kx_dot(__m512i a, __m512i lo, __m512i hi, const int8_t *q, int t) {
+    const int m = 8 * (t / 4) + t % 4;
+    a = _mm512_dpbusd_epi32(
+        a, lo, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(const void *)(q + 16 * m))));
+    return _mm512_dpbusd_epi32(
+        a, hi,
+        _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(const void *)(q + 16 * m + 64))));
+}
+
+static inline TARGET_GV __attribute__((always_inline)) void
+q4kx_scales(const struct q4kx_c *c, const uint8_t *p, struct q4kx_sc *o) {
+    const __m512i st = _mm512_loadu_si512(p + Q4KX_SC); /* the 4 streams, then the 4 d, dmin */
+    const __m512i ss = _mm512_permutexvar_epi8(c->sc_idx, st);
+    const __m512i sm = _mm512_permutexvar_epi8(c->mn_idx, st);
+    o->s0 = _mm512_and_si512(_mm512_multishift_epi64_epi8(c->sc0, ss), c->m63);
+    o->s1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(c->sc1, ss), c->m63);
+    o->mn = _mm512_and_si512(_mm512_multishift_epi64_epi8(c->mn, sm), c->m63);
+    o->dd = _mm512_permutexvar_ps(c->dd_idx, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(
+                                                 (const __m128i *)(const void *)(p + Q4KX_D)))));
+}
+
+/* From the sub-block pairs' sums a[4], the scales o and the activations' ns: lane 4r row r's
+ * isum, lane 4r + 1 its -msum, as floats (exact integers). */
+static inline TARGET_GV __attribute__((always_inline)) __m512
+q4kx_fsum(const __m512i a[4], const struct q4kx_sc *o, const int32_t *ns) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i is =
+        _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(zero, _mm512_packs_epi32(a[0], a[1]), o->s0),
+                            _mm512_packs_epi32(a[2], a[3]), o->s1);
+    const __m512i ns16 = _mm512_broadcast_i32x4(
+        _mm256_cvtepi32_epi16(_mm256_loadu_si256((const __m256i *)(const void *)ns)));
+    const __m512i ms = _mm512_dpwssd_epi32(zero, o->mn, ns16);
+    const __m512i u =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(is, ms), _mm512_unpackhi_epi32(is, ms));
+    return _mm512_cvtepi32_ps(_mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC)));
+}
+
+/* The 4 rows' float chains (lane 4r) over one super-block. */
+static inline TARGET_GV __attribute__((always_inline)) __m512 q4kx_chain(__m512 acc, __m512 f,
+                                                                         __m512 dd, float da) {
+    const __m512 d = _mm512_mul_ps(dd, _mm512_set1_ps(da));
+    acc = _mm512_fmadd_ps(d, f, acc);
+    return _mm512_fmadd_ps(_mm512_movehdup_ps(d), _mm512_movehdup_ps(f), acc);
+}
+
+/* Lanes 0, 4, 8, 12 of acc: the 4 rows' results. */
+static inline TARGET_GV __attribute__((always_inline)) void q4kx_store(float *out, __m512 acc) {
+    const __m512 o = _mm512_permutexvar_ps(
+        _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), acc);
+    _mm_storeu_ps(out, _mm512_castps512_ps128(o));
+}
+
+/* One group at g (4 rows) times the decode vector v, to out[0 .. 4). */
+static inline TARGET_GV __attribute__((always_inline)) void
+q4kx_group(const struct q4kx_c *c, int64_t n, const uint8_t *g, uint8_t *v, float *out) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t s = 0; s < n / 256; s++) {
+        const uint8_t *p = g + (size_t)s * Q4KX_SB;
+        pf_step(g, s, Q4KX_SB, (int)(Q4KX_SB / 64));
+        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);
+        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+        for (int t = 0; t < 8; t++) {
+            __m512i lo, hi;
+            q4kx_quants(c, p, t, &lo, &hi);
+            a[t % 4] = q4kx_dot(a[t % 4], lo, hi, q, t);
+        }
+        struct q4kx_sc o;
+        q4kx_scales(c, p, &o);
+        acc = q4kx_chain(acc, q4kx_fsum(a, &o, pl_mm_lay_ns(v, n, 1, s, 0)), o.dd,
+                         *pl_mm_lay_da(v, n, 1, s, 0));
+    }
+    q4kx_store(out, acc);
+}
+
+/* vec_rows over whole groups, then the rows past the last one (packed one by one). */
+static TARGET_GV void vec_q4_Kx(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                                const uint8_t *vec, float *out) {
+    struct q4kx_c c;
+    q4kx_consts(&c);
+    uint8_t *v = (uint8_t *)(uintptr_t)vec;
+    const uint32_t ng = n_rows / Q4KX_ROWS;
+    for (uint32_t g = 0; g < ng; g++)
+        q4kx_group(&c, n, w + (size_t)g * Q4KX_ROWS * row_bytes, v, out + Q4KX_ROWS * g);
+    if (n_rows % Q4KX_ROWS)
+        vec_q4_Kp(n, w + (size_t)ng * Q4KX_ROWS * row_bytes, row_bytes, n_rows % Q4KX_ROWS, vec,
+                  out + Q4KX_ROWS * ng);
+}
+
+/* NT decode vectors: each chunk's nibbles and each super-block's scales once for all, then
+ * per vector q4kx_group's operations, so out[t] is bit-identical to vec_q4_Kx's for vec[t]. */
+static inline TARGET_GV __attribute__((always_inline)) void
+q4kx_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
+       float *const *out, const int NT) {
+    struct q4kx_c c;
+    q4kx_consts(&c);
+    uint8_t *v[PL_QUANT_DOTN_MAX];
+    float *o_tail[PL_QUANT_DOTN_MAX];
+    const uint32_t ng = n_rows / Q4KX_ROWS;
+    for (int t = 0; t < NT; t++) {
+        v[t] = (uint8_t *)(uintptr_t)vec[t];
+        o_tail[t] = out[t] + Q4KX_ROWS * ng;
+    }
+    for (uint32_t gi = 0; gi < ng; gi++) {
+        const uint8_t *g = w + (size_t)gi * Q4KX_ROWS * row_bytes;
+        __m512 acc[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_setzero_ps();
+        for (int64_t s = 0; s < n / 256; s++) {
+            const uint8_t *p = g + (size_t)s * Q4KX_SB;
+            pf_step(g, s, Q4KX_SB, (int)(Q4KX_SB / 64));
+            __m512i lo[8], hi[8];
+            for (int t = 0; t < 8; t++)
+                q4kx_quants(&c, p, t, &lo[t], &hi[t]);
+            struct q4kx_sc o;
+            q4kx_scales(&c, p, &o);
+            for (int t = 0; t < NT; t++) {
+                const int8_t *q = pl_mm_lay_qs(v[t], n, 1, s, 0, 0);
+                __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                                _mm512_setzero_si512(), _mm512_setzero_si512()};
+                for (int k = 0; k < 8; k++)
+                    a[k % 4] = q4kx_dot(a[k % 4], lo[k], hi[k], q, k);
+                acc[t] = q4kx_chain(acc[t], q4kx_fsum(a, &o, pl_mm_lay_ns(v[t], n, 1, s, 0)), o.dd,
+                                    *pl_mm_lay_da(v[t], n, 1, s, 0));
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            q4kx_store(out[t] + Q4KX_ROWS * gi, acc[t]);
+    }
+    if (n_rows % Q4KX_ROWS)
+        kp_n(n, w + (size_t)ng * Q4KX_ROWS * row_bytes, row_bytes, n_rows % Q4KX_ROWS, vec, o_tail,
+             NT, 0);
+}
+
+DEFINE_NT_DISPATCH(TARGET_GV, vec_q4_Kxn, q4kx_n)
+
+/* Tiles: row r of the group at g, super-block s, unpacked as unpack_q4_Kp unpacks a row. */
+static inline __attribute__((always_inline)) void unpack_q4_Kx(const uint8_t *g, uint32_t r,
+                                                               int64_t s, struct unpacked *u) {
+    const uint8_t *p = g + (size_t)s * Q4KX_SB;
+    const uint8_t *c = p + 16 * r;
+#define CHUNK(t) _mm_loadu_si128((const __m128i *)(const void *)(c + 64 * (t)))
+    __m512i x = _mm512_castsi128_si512(CHUNK(0)), y = _mm512_castsi128_si512(CHUNK(4));
+    x = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(x, CHUNK(1), 1), CHUNK(2), 2),
+                           CHUNK(3), 3);
+    y = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(y, CHUNK(5), 1), CHUNK(6), 2),
+                           CHUNK(7), 3);
+#undef CHUNK
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    u->w[0] = _mm512_and_si512(x, m4);
+    u->w[1] = _mm512_and_si512(_mm512_srli_epi64(x, 4), m4);
+    u->w[2] = _mm512_and_si512(y, m4);
+    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(y, 4), m4);
+    const uint8_t *st = p + Q4KX_SC + 12 * r;
+    u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(st))));
+    u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(st + 6))));
+    uint32_t dd;
+    memcpy(&dd, p + Q4KX_D + 4 * r, sizeof(dd));
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));
+    u->d = _mm_cvtss_f32(f);
+    u->dmin = _mm_cvtss_f32(_mm_movehdup_ps(f));
+}
+
+/* DEFINE_ROWS_W unpacks row r by unpack(w + r x row_bytes, s, u); rows() is called on a
+ * whole group (row_step == Q4KX_ROWS), so w is the group's start and r the row in it. */
+_Static_assert(PL_MM_ROWS == Q4KX_ROWS, "rows() takes one group per call");
+#define unpack_q4_Kx_row(row, s, u) unpack_q4_Kx(w, r, s, u)
+DEFINE_ROWS(rows_q4_Kx4, unpack_q4_Kx_row, 8, 0, 0)
+DEFINE_ROWS8(rows8_q4_Kx4, unpack_q4_Kx_row, 8, 0, 0)
+#undef unpack_q4_Kx_row
+
+/* A whole group, or rows past the last one (packed one by one). */
+static void rows_q4_Kx(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                       const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {
+    if (n_rows == Q4KX_ROWS)
+        rows_q4_Kx4(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
+    else
+        rows_q4_Kp(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
+}
+
+static void rows8_q4_Kx(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                        const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {
+    if (n_rows == Q4KX_ROWS)
+        rows8_q4_Kx4(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
+    else
+        rows8_q4_Kp(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
+}
 
 /* ---- Q6_K decode from the packed layout (GFNI, VBMI) ----
  * The 6-bit quants come out of the three 64-byte planes by GF2P8AFFINEQB (a bit matrix per
@@ -1686,33 +2010,51 @@ DEFINE_ROWS8(rows8_q3_Kp, unpack_q3_Kp, 16, 0, 2)
 /* A K-quant's kernels: k_T, tiles over the GGUF layout with decode through quant_avx512.c's
  * per-row dot product (for Q4_K faster than a decode vector kernel on the GGUF layout); with
  * GFNI and VBMI, k_T_gv, whose weights are repacked at load (repack_T) into the layout of
- * k_Tp, decoded by vec_Tp / vec_Tpn. */
-#define DEFINE_KQ_KERNELS(T, layout, prep)                                                         \
-    static const struct pl_mm_tile_kernel k_##T = {                                                \
-        PL_GGML_TYPE_Q8_K, layout, prep, rows_##T, NULL, rows8_##T,                                \
-        PL_MM_ROWS,        NULL,   NULL, 0,        NULL, NULL};                                    \
-    static const struct pl_mm_tile_kernel k_##T##p = {                                             \
-        PL_GGML_TYPE_Q8_K, layout, prep,        rows_##T##p, vec_##T##p, rows8_##T##p,             \
-        PL_MM_ROWS,        NULL,   vec_##T##pn, 0,           NULL,       NULL};                    \
+ * packed_k: k_Tp (decoded by vec_Tp / vec_Tpn), for Q4_K k_q4_Kx (groups of 4 rows). */
+#define DEFINE_KQ_KERNELS(T, layout, prep, packed_k)                                               \
+    static const struct pl_mm_tile_kernel k_##T = {PL_GGML_TYPE_Q8_K,                              \
+                                                   layout,                                         \
+                                                   prep,                                           \
+                                                   rows_##T,                                       \
+                                                   NULL,                                           \
+                                                   rows8_##T,                                      \
+                                                   PL_MM_ROWS,                                     \
+                                                   NULL,                                           \
+                                                   NULL,                                           \
+                                                   0,                                              \
+                                                   NULL,                                           \
+                                                   NULL,                                           \
+                                                   0};                                             \
     static const struct pl_mm_tile_kernel k_##T##_gv = {                                           \
-        PL_GGML_TYPE_Q8_K, layout, prep, rows_##T, NULL,      rows8_##T,                           \
-        PL_MM_ROWS,        NULL,   NULL, 0,        &k_##T##p, repack_##T};
-DEFINE_KQ_KERNELS(q3_K, 16, prep_q8_K_16)
-DEFINE_KQ_KERNELS(q4_K, 32, prep_q8_K_32)
-DEFINE_KQ_KERNELS(q5_K, 32, prep_q8_K_32)
-DEFINE_KQ_KERNELS(q6_K, 16, prep_q8_K_16)
+        PL_GGML_TYPE_Q8_K, layout,     prep, rows_##T, NULL, rows8_##T, PL_MM_ROWS, NULL, NULL, 0, \
+        &packed_k,         repack_##T, 0};
+#define DEFINE_KQ_PACKED(T, layout, prep)                                                          \
+    static const struct pl_mm_tile_kernel k_##T##p = {                                             \
+        PL_GGML_TYPE_Q8_K, layout, prep, rows_##T##p, vec_##T##p, rows8_##T##p, PL_MM_ROWS, NULL,  \
+        vec_##T##pn,       0,      NULL, NULL,        0};
+DEFINE_KQ_PACKED(q3_K, 16, prep_q8_K_16)
+DEFINE_KQ_PACKED(q5_K, 32, prep_q8_K_32)
+DEFINE_KQ_PACKED(q6_K, 16, prep_q8_K_16)
+/* Q4_K packed in groups of 4 rows (repack_q4_K: rows past the last group as k_q4_Kp's). */
+static const struct pl_mm_tile_kernel k_q4_Kx = {
+    PL_GGML_TYPE_Q8_K, 32, prep_q8_K_32, rows_q4_Kx, vec_q4_Kx, rows8_q4_Kx, PL_MM_ROWS, NULL,
+    vec_q4_Kxn,        0,  NULL,         NULL,       Q4KX_ROWS};
+DEFINE_KQ_KERNELS(q3_K, 16, prep_q8_K_16, k_q3_Kp)
+DEFINE_KQ_KERNELS(q4_K, 32, prep_q8_K_32, k_q4_Kx)
+DEFINE_KQ_KERNELS(q5_K, 32, prep_q8_K_32, k_q5_Kp)
+DEFINE_KQ_KERNELS(q6_K, 16, prep_q8_K_16, k_q6_Kp)
 static const struct pl_mm_tile_kernel k_q4_0p = {
-    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p,
-    PL_MM_ROWS,        NULL, vec_q4_0pn,   0,          NULL,      NULL};
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p, PL_MM_ROWS, NULL,
+    vec_q4_0pn,        0,  NULL,         NULL,       0};
 static const struct pl_mm_tile_kernel k_q8_0p = {
-    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q8_0p, vec_q8_0p, rows8_q8_0p,
-    PL_MM_ROWS,        NULL, vec_q8_0pn,   0,          NULL,      NULL};
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0p, vec_q8_0p, rows8_q8_0p, PL_MM_ROWS, NULL,
+    vec_q8_0pn,        0,  NULL,         NULL,       0};
 static const struct pl_mm_tile_kernel k_q4_0 = {
-    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q4_0, vec_q4_0, rows8_q4_0,
-    PL_MM_ROWS,        NULL, vec_q4_0n,    0,         &k_q4_0p, repack_q4_0};
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,   vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
+    vec_q4_0n,         0,  &k_q4_0p,     repack_q4_0, 0};
 static const struct pl_mm_tile_kernel k_q8_0 = {
-    PL_GGML_TYPE_Q8_0, 32,   prep_q8_0_32, rows_q8_0, vec_q8_0, rows8_q8_0,
-    PL_MM_ROWS,        NULL, vec_q8_0n,    0,         &k_q8_0p, repack_q8_0};
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,   vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
+    vec_q8_0n,         0,  &k_q8_0p,     repack_q8_0, 0};
 
 /* GFNI and VBMI (Ice Lake, Sapphire Rapids, Zen 4 on): optional beside AVX-512 VNNI. */
 static bool have_gv(void) {
