@@ -1200,6 +1200,8 @@ DEFINE_VEC_ROWS(vec_q8_0p, unpack_q8_0p, 7, 8 * sizeof(struct pl_block_q8_0), Q8
         out[pr] = CHAIN(sum, &pend, pk);
 
 /* ---- Q4_K decode from the packed layout (GFNI, VBMI) ----
+ * (Q4_K's rows past a matrix's last group of 4, and Q5_K: whole groups of Q4_K rows take
+ * vec_q4_Kx below.)
  * Per super-block, the int32 lanes of four VPDPBUSDs hold the sub-blocks' partial sums in
  * lane pairs (layout 32), so one multiply by the scales (lane pair j: scale j) gives
  * lanes that sum to isum; the mins times minus the sub-blocks' activation sums (ns of the
@@ -1333,84 +1335,6 @@ q4kp_sb(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m128 *dd, int q5) 
     return q4kp_dot(&u, pl_mm_lay_qs(v, n, 1, s, 0, 0), pl_mm_lay_ns(v, n, 1, s, 0));
 }
 
-/* ---- Q4_K: a group's integer sums two super-blocks at a time (q5 == 0 only) ----
- * The four VPDPBUSDs of a super-block leave each int32 lane a sum of 16 products of a 4-bit
- * weight and an int8 (|sum| <= 16 x 15 x 128 = 30720): it fits int16. So the lanes of two
- * super-blocks pack into one vector of int16 (VPACKSSDW, exact), and one VPMADDWD with the
- * scales as int16 both multiplies each sub-block's lane pair by its scale and adds the pair:
- * per 128-bit lane L, int32 lanes [s: sub-block 2L, s: 2L + 1, s + 1: 2L, s + 1: 2L + 1].
- * The mins the same way: the activations' sub-block sums (|ns| <= 32 x 128) packed to int16
- * beside the mins. Then the 4 super-blocks' lanes are added in a tree. The sums are the same
- * integers as q4kp_dot's, so the float chain and its bits do not change. (Q5_K's 5-bit
- * weights overflow int16: q4kp_dot.) Per super-block: two VPMULLDs, an extract, an insert and
- * an add fewer. Zen 5 VM, `picolm-bench decode` in a scratch build that ran the two paths in
- * turn, pass by pass in one process (so both see the same host): L2-sized matrix 1 thread
- * +4-8%, 2 threads +5-9% in each of 10 runs; from memory 0.94-1.06 of the old path's rate at 2
- * threads while the host read ~40 GB/s (memory bound either way), 1.03 at 68 GB/s. */
-
-/* Super-blocks s, s + 1 of packed row w: *ret_i int32 lanes [x, x, y, y] per 128-bit lane
- * (x: s's sub-blocks 2L, 2L + 1 times their scales, y: s + 1's), *ret_m the same of mins
- * times minus the activations' sub-block sums over 2 lanes (sub-blocks 4L .. 4L + 3). */
-static inline TARGET_GV __attribute__((always_inline)) void
-q4kp_pair(const uint8_t *w, uint8_t *v, int64_t n, int64_t s, __m512i *ret_i, __m256i *ret_m) {
-    const uint8_t *p0 = w + (size_t)s * KP_SB(0);
-    const uint8_t *p1 = p0 + KP_SB(0);
-    /* int16 lane pair of qword 2L + h: scale 2L, scale 2L + 1 (twice each), of s + h; the
-     * high bytes masked to 0, the bits above each field cleared by the AND */
-#define W16(a, b, c, d)                                                                            \
-    ((long long)(a) | (long long)(b) << 16 | (long long)(c) << 32 | (long long)(d) << 48)
-    const __m512i sc_ctl = _mm512_set_epi64(
-        W16(36, 36, 42, 42), W16(36, 36, 42, 42), W16(24, 24, 30, 30), W16(24, 24, 30, 30),
-        W16(12, 12, 18, 18), W16(12, 12, 18, 18), W16(0, 0, 6, 6), W16(0, 0, 6, 6));
-    const __m256i mn_ctl = _mm256_set_epi64x(W16(24, 30, 36, 42), W16(24, 30, 36, 42),
-                                             W16(0, 6, 12, 18), W16(0, 6, 12, 18));
-#undef W16
-    const __m512i sc_src =
-        _mm512_unpacklo_epi64(_mm512_set1_epi64((long long)load_u64(p0 + Q4KP_SC)),
-                              _mm512_set1_epi64((long long)load_u64(p1 + Q4KP_SC)));
-    const __m256i mn_src =
-        _mm256_unpacklo_epi64(_mm256_set1_epi64x((long long)load_u64(p0 + Q4KP_MN)),
-                              _mm256_set1_epi64x((long long)load_u64(p1 + Q4KP_MN)));
-    const __m512i sc16 =
-        _mm512_and_si512(_mm512_maskz_multishift_epi64_epi8(0x5555555555555555ull, sc_ctl, sc_src),
-                         _mm512_set1_epi16(63));
-    const __m256i mn16 = _mm256_and_si256(
-        _mm256_maskz_multishift_epi64_epi8(0x55555555u, mn_ctl, mn_src), _mm256_set1_epi16(63));
-    __m512i w0[4], w1[4];
-    q4kp_quants(p0, w0, 0);
-    q4kp_quants(p1, w1, 0);
-    const __m512i d0 = q4kp_dot4(w0, pl_mm_lay_qs(v, n, 1, s, 0, 0));
-    const __m512i d1 = q4kp_dot4(w1, pl_mm_lay_qs(v, n, 1, s + 1, 0, 0));
-    *ret_i = _mm512_madd_epi16(_mm512_packs_epi32(d0, d1), sc16);
-    const __m256i ns16 = _mm256_packs_epi32(
-        _mm256_loadu_si256((const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s, 0)),
-        _mm256_loadu_si256((const __m256i *)(const void *)pl_mm_lay_ns(v, n, 1, s + 1, 0)));
-    *ret_m = _mm256_madd_epi16(mn16, ns16);
-}
-
-/* A full group of 4 Q4_K super-blocks from s0 into g (q4kp_group's k == 4, q5 == 0). */
-static inline TARGET_GV __attribute__((always_inline)) void
-q4kp_group4(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, struct q4kp_sums *g) {
-    __m512i ia, ib;
-    __m256i ma, mb;
-    pf_step(w, s0, KP_SB(0), (int)((4 * KP_SB(0) + 63) / 64 + 1));
-    for (int i = 0; i < 4; i++)
-        g->dd[i] = q4kp_dd(w, v, n, s0 + i, 0);
-    q4kp_pair(w, v, n, s0, &ia, &ma);
-    q4kp_pair(w, v, n, s0 + 2, &ib, &mb);
-    /* per 128-bit lane [x_a + x_a', y_a + y_a', x_b + x_b', y_b + y_b']: super-blocks 0..3 */
-    const __m512 fa = _mm512_castsi512_ps(ia), fb = _mm512_castsi512_ps(ib);
-    __m512i t = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fa, fb, 0x88)),
-                                 _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, 0xDD)));
-    t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, 0x4E));
-    t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, 0xB1));
-    const __m256 ga = _mm256_castsi256_ps(ma), gb = _mm256_castsi256_ps(mb);
-    __m256i u = _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(ga, gb, 0x88)),
-                                 _mm256_castps_si256(_mm256_shuffle_ps(ga, gb, 0xDD)));
-    const __m128i m4 = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-    g->f = _mm512_cvtepi32_ps(_mm512_inserti32x4(t, m4, 2));
-}
-
 /* Super-blocks [s0, s0 + k) (k <= 4) of packed row w into g, with the prefetch of their
  * bytes VEC_PF_BYTES on (a full group's 576 (Q5_K: 704): 10 (12) lines cover them at any
  * alignment). */
@@ -1419,10 +1343,6 @@ q4kp_group(const uint8_t *w, uint8_t *v, int64_t n, int64_t s0, int64_t k, struc
            int q5) {
     const __m512i zero = _mm512_setzero_si512();
     __m512i r;
-    if (k == 4 && !q5) {
-        q4kp_group4(w, v, n, s0, g);
-        return;
-    }
     if (k == 4) {
         pf_step(w, s0, KP_SB(q5), (int)((4 * KP_SB(q5) + 63) / 64 + 1));
         const __m512i z0 = q4kp_sb(w, v, n, s0, &g->dd[0], q5);
@@ -1541,8 +1461,8 @@ DEFINE_ROWS8(rows8_q5_Kp, unpack_q5_Kp, 8, 0, 0)
  * Decode, per super-block of a group: each chunk's nibbles (an AND and a GF2P8AFFINEQB)
  * dotted with the two 16-byte activation groups they pair with, broadcast to the 4 rows'
  * lanes: 16 VPDPBUSDs into a[P] (sub-blocks 2P, 2P + 1), each int32 lane a sum of 16
- * products of a nibble and an int8, which fits int16 (q4kp_pair). Two VPACKSSDWs and two
- * VPDPWSSDs with the scales as int16 give lanes that sum to each row's isum; one VPDPWSSD of
+ * products of a nibble and an int8: |sum| <= 16 x 15 x 128 = 30720 fits int16. Two VPACKSSDWs and
+ * two VPDPWSSDs with the scales as int16 give lanes that sum to each row's isum; one VPDPWSSD of
  * the mins with the activations' sub-block sums (ns, minus those sums, as int16) lanes that
  * sum to -msum. Each row's 4 lanes are added, and the 4 rows' float chains are two FMAs per
  * super-block in lane 0 of each row's 128-bit lane: s = fma(da x d, isum, s), then
@@ -2064,9 +1984,10 @@ static bool have_gv(void) {
 
 /* Q4_K repacked (pl_mm_repack_mode): on Zen, or when asked. On an Intel Xeon core (the AMX VM
  * with PICOLM_ISA=avx512, TinyLlama-shape Q4_K_M, 2 alternating rounds) the per-row
- * vec_dot_q4_K_gv over the GGUF layout decodes 6-8% faster than vec_q4_Kp over the repacked
- * one (1 thread 22.2-22.5 -> 23.9-24.2 tok/s, 2 threads 44.3-44.4 -> 46.3-47.0), for 1-2% of
- * prefill (AVX-512 tiles over the GGUF layout: 2 threads 237-238 -> 232-236 tok/s). */
+ * vec_dot_q4_K_gv over the GGUF layout decoded 6-8% faster than vec_q4_Kp over the repacked
+ * rows, before the groups of 4 (vec_q4_Kx; not measured on Intel yet) (1 thread 22.2-22.5
+ * -> 23.9-24.2 tok/s, 2 threads 44.3-44.4 -> 46.3-47.0), for 1-2% of prefill (AVX-512 tiles over
+ * the GGUF layout: 2 threads 237-238 -> 232-236 tok/s). */
 static bool repack_q4_K_here(void) {
     return pl_mm_repack_mode() == PL_MM_REPACK_ALL || pl_quant_x86_zen();
 }
