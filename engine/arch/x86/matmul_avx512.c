@@ -1688,22 +1688,18 @@ DEFINE_ROWS(rows_q4_Kx4, unpack_q4_Kx_row, 8, 0, 0)
 DEFINE_ROWS8(rows8_q4_Kx4, unpack_q4_Kx_row, 8, 0, 0)
 #undef unpack_q4_Kx_row
 
-/* A whole group, or rows past the last one (packed one by one). */
-static void rows_q4_Kx(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                       const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {
-    if (n_rows == Q4KX_ROWS)
-        rows_q4_Kx4(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
-    else
-        rows_q4_Kp(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
-}
-
-static void rows8_q4_Kx(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                        const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {
-    if (n_rows == Q4KX_ROWS)
-        rows8_q4_Kx4(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
-    else
-        rows8_q4_Kp(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);
-}
+/* rows() / rows8() of k_q4_Kx: a whole group through whole, rows past the last one (packed
+ * one by one) through rest. */
+#define DEFINE_GROUP_ROWS(name, whole, rest)                                                       \
+    static void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,               \
+                     const uint8_t *tiles, size_t tile_bytes, uint32_t n_tiles, float *out) {      \
+        if (n_rows == Q4KX_ROWS)                                                                   \
+            whole(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);                       \
+        else                                                                                       \
+            rest(n, w, row_bytes, n_rows, tiles, tile_bytes, n_tiles, out);                        \
+    }
+DEFINE_GROUP_ROWS(rows_q4_Kx, rows_q4_Kx4, rows_q4_Kp)
+DEFINE_GROUP_ROWS(rows8_q4_Kx, rows8_q4_Kx4, rows8_q4_Kp)
 
 /* ---- Q6_K decode from the packed layout (GFNI, VBMI) ----
  * The 6-bit quants come out of the three 64-byte planes by GF2P8AFFINEQB (a bit matrix per
