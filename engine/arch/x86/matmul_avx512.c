@@ -360,6 +360,48 @@ static void block_scales(const uint8_t *row, int64_t s, size_t bb, uint8_t *dst)
             one(n, src + (size_t)r * row_bytes, dst + (size_t)r * row_bytes);                      \
     }
 
+/* The groups of 4 rows (row_group 4: Q4_0 and Q4_K, see repack_q4_Kx for the layout) keep
+ * a super-block's nibbles as 8 chunks of 64 bytes, 16 bytes per row: row r's registers w
+ * (layout 32, each byte < 16) into the super-block of its group at p. */
+#define X4_ROWS 4u
+static void x4_store_nibbles(uint8_t *p, uint32_t r, const __m512i w[4]) {
+    _Alignas(64) uint8_t b[4][64];
+    for (int k = 0; k < 4; k++)
+        _mm512_store_si512(b[k], w[k]);
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 16; i++) {
+            const int k = t < 4 ? 0 : 2, o = 16 * (t % 4) + i;
+            p[64 * t + 16 * r + i] = (uint8_t)(b[k][o] | b[k + 1][o] << 4);
+        }
+}
+
+/* Row r's registers back from the super-block of its group at p (x4_store_nibbles). */
+static inline __attribute__((always_inline)) void x4_load_nibbles(const uint8_t *p, uint32_t r,
+                                                                  __m512i w[4]) {
+    const uint8_t *c = p + 16 * r;
+#define CHUNK(t) _mm_loadu_si128((const __m128i *)(const void *)(c + 64 * (t)))
+    __m512i x = _mm512_castsi128_si512(CHUNK(0)), y = _mm512_castsi128_si512(CHUNK(4));
+    x = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(x, CHUNK(1), 1), CHUNK(2), 2),
+                           CHUNK(3), 3);
+    y = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(y, CHUNK(5), 1), CHUNK(6), 2),
+                           CHUNK(7), 3);
+#undef CHUNK
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    w[0] = _mm512_and_si512(x, m4);
+    w[1] = _mm512_and_si512(_mm512_srli_epi64(x, 4), m4);
+    w[2] = _mm512_and_si512(y, m4);
+    w[3] = _mm512_and_si512(_mm512_srli_epi64(y, 4), m4);
+}
+
+/* Q4_0 in groups of 4 rows (k_q4_0x, for matrices of a multiple of 4 rows): super-block s of
+ * the group is 4 x 144 bytes, the nibbles as Q4_K's groups (x4_store_nibbles) in [8][64],
+ * then the fp16 scales of blocks 0..3 of rows 0..3 at Q40X_SC (row r's block k at 4r + k),
+ * and those of blocks 4..7 the same at Q40X_SC + 32: each a vector of 16 floats in the
+ * decode kernel's lane order (lane 4r + k) in one conversion. */
+#define Q40X_SB (X4_ROWS * 8 * sizeof(struct pl_block_q4_0))
+#define Q40X_SC 512
+_Static_assert(Q40X_SC + 64 == Q40X_SB, "a group's super-block keeps its bytes");
+
 /* src: a row of n elements in the GGUF layout; dst (another buffer): the packed row. */
 static void repack_q4_0_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     for (int64_t s = 0; s < n / 256; s++) {
@@ -371,7 +413,28 @@ static void repack_q4_0_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-DEFINE_REPACK_ROWS(repack_q4_0, repack_q4_0_row)
+/* k_q4_0's repack: a whole group (4 rows of n elements at src, row_bytes apart), or the rows
+ * past the last one each as packed Q4_0. */
+static void repack_q4_0(int64_t n, size_t row_bytes, uint32_t n_rows, const uint8_t *src,
+                        uint8_t *dst) {
+    if (n_rows != X4_ROWS) {
+        for (uint32_t r = 0; r < n_rows; r++)
+            repack_q4_0_row(n, src + (size_t)r * row_bytes, dst + (size_t)r * row_bytes);
+        return;
+    }
+    for (int64_t s = 0; s < n / 256; s++) {
+        uint8_t *p = dst + (size_t)s * Q40X_SB;
+        for (uint32_t r = 0; r < X4_ROWS; r++) {
+            const uint8_t *row = src + (size_t)r * row_bytes;
+            struct unpacked u;
+            unpack_q4_0(row, s, &u);
+            x4_store_nibbles(p, r, u.w);
+            for (uint32_t j = 0; j < 8; j++)
+                memcpy(p + Q40X_SC + 32 * (j / 4) + 2 * (4 * r + j % 4),
+                       row + ((size_t)s * 8 + j) * sizeof(struct pl_block_q4_0), 2);
+        }
+    }
+}
 
 static void repack_q8_0_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     for (int64_t s = 0; s < n / 256; s++) {
@@ -499,7 +562,7 @@ static void repack_q4_K_row(int64_t n, const uint8_t *src, uint8_t *dst) {
  *   [4][4]  row r's d, dmin (fp16) at Q4KX_D + 4r
  * The same bytes as the 4 rows' GGUF blocks. Row r's registers for the tiles (unpack_q4_Kx):
  * w[0] | w[1] << 4 is its 16 bytes of chunks 0..3, w[2] | w[3] << 4 those of chunks 4..7. */
-#define Q4KX_ROWS 4u
+#define Q4KX_ROWS X4_ROWS
 #define Q4KX_SB (Q4KX_ROWS * sizeof(struct pl_block_q4_K))
 #define Q4KX_SC 512
 #define Q4KX_D 560
@@ -514,14 +577,7 @@ static void repack_q4_Kx(int64_t n, size_t row_bytes, const uint8_t *src, uint8_
             const struct pl_block_q4_K *b = (const struct pl_block_q4_K *)(const void *)row + s;
             struct unpacked u;
             unpack_q4_K(row, s, &u);
-            _Alignas(64) uint8_t w[4][64];
-            for (int k = 0; k < 4; k++)
-                _mm512_store_si512(w[k], u.w[k]);
-            for (int t = 0; t < 8; t++)
-                for (int i = 0; i < 16; i++) {
-                    const int k = t < 4 ? 0 : 2, o = 16 * (t % 4) + i;
-                    p[64 * t + 16 * r + i] = (uint8_t)(w[k][o] | w[k + 1][o] << 4);
-                }
+            x4_store_nibbles(p, r, u.w);
             kp_scale_stream(b->scales, p + Q4KX_SC + 12 * r);
             memcpy(p + Q4KX_D + 4 * r, b, 4);
         }
@@ -1516,8 +1572,8 @@ q4kx_quants(const struct q4kx_c *c, const uint8_t *p, int t, __m512i *lo, __m512
 }
 
 /* a + chunk t's products (lo, hi) with the decode vector's quants q. */
-static inline TARGET_GV __attribute__((always_inline)) __m512i
-q4kx_dot(__m512i a, __m512i lo, __m512i hi, const int8_t *q, int t) {
+static inline __attribute__((always_inline)) __m512i q4kx_dot(__m512i a, __m512i lo, __m512i hi,
+                                                              const int8_t *q, int t) {
     const int m = 8 * (t / 4) + t % 4;
     a = _mm512_dpbusd_epi32(
         a, lo, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(const void *)(q + 16 * m))));
@@ -1563,7 +1619,7 @@ static inline TARGET_GV __attribute__((always_inline)) __m512 q4kx_chain(__m512 
 }
 
 /* Lanes 0, 4, 8, 12 of acc: the 4 rows' results. */
-static inline TARGET_GV __attribute__((always_inline)) void q4kx_store(float *out, __m512 acc) {
+static inline __attribute__((always_inline)) void q4kx_store(float *out, __m512 acc) {
     const __m512 o = _mm512_permutexvar_ps(
         _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), acc);
     _mm_storeu_ps(out, _mm512_castps512_ps128(o));
@@ -1657,19 +1713,7 @@ DEFINE_NT_DISPATCH(TARGET_GV, vec_q4_Kxn, q4kx_n)
 static inline __attribute__((always_inline)) void unpack_q4_Kx(const uint8_t *g, uint32_t r,
                                                                int64_t s, struct unpacked *u) {
     const uint8_t *p = g + (size_t)s * Q4KX_SB;
-    const uint8_t *c = p + 16 * r;
-#define CHUNK(t) _mm_loadu_si128((const __m128i *)(const void *)(c + 64 * (t)))
-    __m512i x = _mm512_castsi128_si512(CHUNK(0)), y = _mm512_castsi128_si512(CHUNK(4));
-    x = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(x, CHUNK(1), 1), CHUNK(2), 2),
-                           CHUNK(3), 3);
-    y = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(y, CHUNK(5), 1), CHUNK(6), 2),
-                           CHUNK(7), 3);
-#undef CHUNK
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    u->w[0] = _mm512_and_si512(x, m4);
-    u->w[1] = _mm512_and_si512(_mm512_srli_epi64(x, 4), m4);
-    u->w[2] = _mm512_and_si512(y, m4);
-    u->w[3] = _mm512_and_si512(_mm512_srli_epi64(y, 4), m4);
+    x4_load_nibbles(p, r, u->w);
     const uint8_t *st = p + Q4KX_SC + 12 * r;
     u->scale = _mm512_castsi512_ps(_mm512_zextsi256_si512(fields6(load_u64(st))));
     u->mn = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(fields6(load_u64(st + 6))));
@@ -1700,6 +1744,159 @@ DEFINE_ROWS8(rows8_q4_Kx4, unpack_q4_Kx_row, 8, 0, 0)
     }
 DEFINE_GROUP_ROWS(rows_q4_Kx, rows_q4_Kx4, rows_q4_Kp)
 DEFINE_GROUP_ROWS(rows8_q4_Kx, rows8_q4_Kx4, rows8_q4_Kp)
+
+/* ---- Q4_0 over groups of 4 rows (repack_q4_0's layout) ----
+ * Per super-block of a group: the chunks' products as in vec_q4_Kx (a[P]: blocks 2P, 2P + 1
+ * in lanes 0, 1 and 2, 3 of each row's 128-bit lane), the lane pairs added into blocks 0..3
+ * and 4..7 of the 4 rows (lane 4r + k of two vectors) with the offset term (8 x ns), then
+ * vec_q4_0p's float operations for each row in its lanes: m_j = isum_j x (da_j x dw_j),
+ * s += ((m0 + m4) + (m2 + m6)) + ((m1 + m5) + (m3 + m7)); so the same bits. Shifts split the
+ * nibbles: no GFNI needed, as for packed Q4_0. */
+
+/* Chunk t of the group super-block at p: its low and high nibbles. */
+static inline __attribute__((always_inline)) void x4_quants(const uint8_t *p, int t, __m512i *lo,
+                                                            __m512i *hi) {
+    __m512i x = _mm512_loadu_si512(p + 64 * t);
+    __asm__("" : "+v"(x)); /* one load (see q4kp_quants) */
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_and_si512(x, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+}
+
+/* Per row lane [block 4h, .., 4h + 3] from a0 = a[2h] and a1 = a[2h + 1] (lane pairs). */
+static inline __attribute__((always_inline)) __m512i x4_blocks(__m512i a0, __m512i a1) {
+    const __m512 f0 = _mm512_castsi512_ps(a0), f1 = _mm512_castsi512_ps(a1);
+    return _mm512_add_epi32(
+        _mm512_castps_si512(_mm512_shuffle_ps(f0, f1, _MM_SHUFFLE(2, 0, 2, 0))),
+        _mm512_castps_si512(_mm512_shuffle_ps(f0, f1, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
+/* acc (lane 4r) plus row r's tree of super-block s: from a[4], the scales dw_lo / dw_hi
+ * (lane 4r + k: block k / 4 + k) and the decode vector v. */
+static inline __attribute__((always_inline)) __m512 q40x_step(__m512 acc, const __m512i a[4],
+                                                              __m512 dw_lo, __m512 dw_hi,
+                                                              uint8_t *v, int64_t n, int64_t s) {
+    const int32_t *ns = pl_mm_lay_ns(v, n, 1, s, 0);
+    const float *da = pl_mm_lay_da(v, n, 1, s, 0);
+    const __m512i o_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)ns));
+    const __m512i o_hi =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ns + 4)));
+    const __m512i i_lo = _mm512_add_epi32(x4_blocks(a[0], a[1]), _mm512_slli_epi32(o_lo, 3));
+    const __m512i i_hi = _mm512_add_epi32(x4_blocks(a[2], a[3]), _mm512_slli_epi32(o_hi, 3));
+    const __m512 m_lo = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(i_lo), _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(da)), dw_lo));
+    const __m512 m_hi =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(i_hi),
+                      _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(da + 4)), dw_hi));
+    const __m512 t = _mm512_add_ps(m_lo, m_hi);
+    const __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_add_ps(acc, _mm512_add_ps(u, _mm512_movehdup_ps(u)));
+}
+
+/* The scales of the group super-block at p (see Q40X_SC). */
+static inline __attribute__((always_inline)) void q40x_scales(const uint8_t *p, __m512 *lo,
+                                                              __m512 *hi) {
+    *lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + Q40X_SC)));
+    *hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + Q40X_SC + 32)));
+}
+
+/* One group at g (4 rows) times the decode vector v, to out[0 .. 4). */
+static inline __attribute__((always_inline)) void q40x_group(int64_t n, const uint8_t *g,
+                                                             uint8_t *v, float *out) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t s = 0; s < n / 256; s++) {
+        const uint8_t *p = g + (size_t)s * Q40X_SB;
+        pf_step(g, s, Q40X_SB, (int)(Q40X_SB / 64));
+        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);
+        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+        for (int t = 0; t < 8; t++) {
+            __m512i lo, hi;
+            x4_quants(p, t, &lo, &hi);
+            a[t % 4] = q4kx_dot(a[t % 4], lo, hi, q, t);
+        }
+        __m512 dw_lo, dw_hi;
+        q40x_scales(p, &dw_lo, &dw_hi);
+        acc = q40x_step(acc, a, dw_lo, dw_hi, v, n, s);
+    }
+    q4kx_store(out, acc);
+}
+
+/* vec_rows over whole groups, then the rows past the last one (packed one by one). */
+static void vec_q4_0x(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
+                      const uint8_t *vec, float *out) {
+    uint8_t *v = (uint8_t *)(uintptr_t)vec;
+    const uint32_t ng = n_rows / X4_ROWS;
+    for (uint32_t g = 0; g < ng; g++)
+        q40x_group(n, w + (size_t)g * X4_ROWS * row_bytes, v, out + X4_ROWS * g);
+    if (n_rows % X4_ROWS)
+        vec_q4_0p(n, w + (size_t)ng * X4_ROWS * row_bytes, row_bytes, n_rows % X4_ROWS, vec,
+                  out + X4_ROWS * ng);
+}
+
+/* NT decode vectors: each chunk's nibbles and scales once for all, per vector q40x_group's
+ * operations (bit-identical to vec_q4_0x per vector). */
+static inline __attribute__((always_inline)) void q40x_n(int64_t n, const uint8_t *w,
+                                                         size_t row_bytes, uint32_t n_rows,
+                                                         const uint8_t *const *vec,
+                                                         float *const *out, const int NT) {
+    uint8_t *v[PL_QUANT_DOTN_MAX];
+    float *o_tail[PL_QUANT_DOTN_MAX];
+    const uint32_t ng = n_rows / X4_ROWS;
+    for (int t = 0; t < NT; t++) {
+        v[t] = (uint8_t *)(uintptr_t)vec[t];
+        o_tail[t] = out[t] + X4_ROWS * ng;
+    }
+    for (uint32_t gi = 0; gi < ng; gi++) {
+        const uint8_t *g = w + (size_t)gi * X4_ROWS * row_bytes;
+        __m512 acc[PL_QUANT_DOTN_MAX];
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_setzero_ps();
+        for (int64_t s = 0; s < n / 256; s++) {
+            const uint8_t *p = g + (size_t)s * Q40X_SB;
+            pf_step(g, s, Q40X_SB, (int)(Q40X_SB / 64));
+            __m512i lo[8], hi[8];
+            for (int k = 0; k < 8; k++)
+                x4_quants(p, k, &lo[k], &hi[k]);
+            __m512 dw_lo, dw_hi;
+            q40x_scales(p, &dw_lo, &dw_hi);
+            for (int t = 0; t < NT; t++) {
+                const int8_t *q = pl_mm_lay_qs(v[t], n, 1, s, 0, 0);
+                __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                                _mm512_setzero_si512(), _mm512_setzero_si512()};
+                for (int k = 0; k < 8; k++)
+                    a[k % 4] = q4kx_dot(a[k % 4], lo[k], hi[k], q, k);
+                acc[t] = q40x_step(acc[t], a, dw_lo, dw_hi, v[t], n, s);
+            }
+        }
+        for (int t = 0; t < NT; t++)
+            q4kx_store(out[t] + X4_ROWS * gi, acc[t]);
+    }
+    if (n_rows % X4_ROWS)
+        vec_q4_0pn(n, w + (size_t)ng * X4_ROWS * row_bytes, row_bytes, n_rows % X4_ROWS, vec,
+                   (uint32_t)NT, o_tail);
+}
+
+DEFINE_NT_DISPATCH(, vec_q4_0xn, q40x_n)
+
+/* Tiles: row r of the group at g, super-block s, unpacked as unpack_q4_0p unpacks a row. */
+static inline __attribute__((always_inline)) void unpack_q4_0x(const uint8_t *g, uint32_t r,
+                                                               int64_t s, struct unpacked *u) {
+    const uint8_t *p = g + (size_t)s * Q40X_SB;
+    x4_load_nibbles(p, r, u->w);
+    blocks_scale(_mm_unpacklo_epi64(
+                     _mm_loadl_epi64((const __m128i *)(const void *)(p + Q40X_SC + 8 * r)),
+                     _mm_loadl_epi64((const __m128i *)(const void *)(p + Q40X_SC + 32 + 8 * r))),
+                 u);
+}
+
+/* as unpack_q4_Kx_row */
+#define unpack_q4_0x_row(row, s, u) unpack_q4_0x(w, r, s, u)
+DEFINE_ROWS(rows_q4_0x4, unpack_q4_0x_row, 8, 1, 3)
+DEFINE_ROWS8(rows8_q4_0x4, unpack_q4_0x_row, 8, 1, 3)
+#undef unpack_q4_0x_row
+DEFINE_GROUP_ROWS(rows_q4_0x, rows_q4_0x4, rows_q4_0p)
+DEFINE_GROUP_ROWS(rows8_q4_0x, rows8_q4_0x4, rows8_q4_0p)
 
 /* ---- Q6_K decode from the packed layout (GFNI, VBMI) ----
  * The 6-bit quants come out of the three 64-byte planes by GF2P8AFFINEQB (a bit matrix per
@@ -1959,15 +2156,17 @@ DEFINE_KQ_KERNELS(q3_K, 16, prep_q8_K_16, k_q3_Kp)
 DEFINE_KQ_KERNELS(q4_K, 32, prep_q8_K_32, k_q4_Kx)
 DEFINE_KQ_KERNELS(q5_K, 32, prep_q8_K_32, k_q5_Kp)
 DEFINE_KQ_KERNELS(q6_K, 16, prep_q8_K_16, k_q6_Kp)
-static const struct pl_mm_tile_kernel k_q4_0p = {
-    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p, PL_MM_ROWS, NULL,
-    vec_q4_0pn,        0,  NULL,         NULL,       0};
 static const struct pl_mm_tile_kernel k_q8_0p = {
     PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0p, vec_q8_0p, rows8_q8_0p, PL_MM_ROWS, NULL,
     vec_q8_0pn,        0,  NULL,         NULL,       0};
+/* Q4_0 packed in groups of 4 rows (repack_q4_0: rows past the last group packed one by one,
+ * through vec_q4_0p, rows_q4_0p). */
+static const struct pl_mm_tile_kernel k_q4_0x = {
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0x, vec_q4_0x, rows8_q4_0x, PL_MM_ROWS, NULL,
+    vec_q4_0xn,        0,  NULL,         NULL,       X4_ROWS};
 static const struct pl_mm_tile_kernel k_q4_0 = {
     PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,   vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
-    vec_q4_0n,         0,  &k_q4_0p,     repack_q4_0, 0};
+    vec_q4_0n,         0,  &k_q4_0x,     repack_q4_0, 0};
 static const struct pl_mm_tile_kernel k_q8_0 = {
     PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,   vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
     vec_q8_0n,         0,  &k_q8_0p,     repack_q8_0, 0};
