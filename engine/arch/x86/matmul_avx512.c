@@ -1625,89 +1625,104 @@ static inline __attribute__((always_inline)) void q4kx_store(float *out, __m512 
     _mm_storeu_ps(out, _mm512_castps512_ps128(o));
 }
 
-/* One group at g (4 rows) times the decode vector v, to out[0 .. 4). */
-static inline TARGET_GV __attribute__((always_inline)) void
-q4kx_group(const struct q4kx_c *c, int64_t n, const uint8_t *g, uint8_t *v, float *out) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t s = 0; s < n / 256; s++) {
-        const uint8_t *p = g + (size_t)s * Q4KX_SB;
-        pf_step(g, s, Q4KX_SB, (int)(Q4KX_SB / 64));
-        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);
-        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                        _mm512_setzero_si512()};
-        for (int t = 0; t < 8; t++) {
-            __m512i lo, hi;
-            q4kx_quants(c, p, t, &lo, &hi);
-            a[t % 4] = q4kx_dot(a[t % 4], lo, hi, q, t);
-        }
-        struct q4kx_sc o;
-        q4kx_scales(c, p, &o);
-        acc = q4kx_chain(acc, q4kx_fsum(a, &o, pl_mm_lay_ns(v, n, 1, s, 0)), o.dd,
-                         *pl_mm_lay_da(v, n, 1, s, 0));
-    }
-    q4kx_store(out, acc);
+/* The decode kernels over groups of 4 rows (attributes attr): vec_rows `name` and vec_rowsn
+ * name##n. Per group super-block (SB bytes) at p: CONSTS(&c) sets the constants c (type C_T)
+ * once per call; QUANTS(&c, p, t, &lo, &hi) gives chunk t's nibbles, dotted with the decode
+ * vector into a[P] (q4kx_dot); SCALES(&c, p, &o) its scales (type SC_T); acc =
+ * STEP(acc, a, &o, v, n, s) continues the 4 rows' sums in lanes 0, 4, 8, 12. The rows past
+ * the last whole group (packed one by one) go through TAIL (a vec_rows) and TAIL_N(n, w,
+ * row_bytes, n_rows, vec, out, NT). With NT vectors each super-block's nibbles and scales
+ * serve all of them, and per vector the operations are the one-vector kernel's: the same
+ * bits. */
+#define DEFINE_X4_VEC(attr, name, SB, C_T, CONSTS, QUANTS, SC_T, SCALES, STEP, TAIL, TAIL_N)       \
+    static inline attr __attribute__((always_inline)) void name##_group(                           \
+        const C_T *c, int64_t n, const uint8_t *g, uint8_t *v, float *out) {                       \
+        __m512 acc = _mm512_setzero_ps();                                                          \
+        for (int64_t s = 0; s < n / 256; s++) {                                                    \
+            const uint8_t *p = g + (size_t)s * (SB);                                               \
+            pf_step(g, s, (SB), (int)((SB) / 64));                                                 \
+            const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);                                      \
+            __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),                        \
+                            _mm512_setzero_si512(), _mm512_setzero_si512()};                       \
+            for (int t = 0; t < 8; t++) {                                                          \
+                __m512i lo, hi;                                                                    \
+                QUANTS(c, p, t, &lo, &hi);                                                         \
+                a[t % 4] = q4kx_dot(a[t % 4], lo, hi, q, t);                                       \
+            }                                                                                      \
+            SC_T o;                                                                                \
+            SCALES(c, p, &o);                                                                      \
+            acc = STEP(acc, a, &o, v, n, s);                                                       \
+        }                                                                                          \
+        q4kx_store(out, acc);                                                                      \
+    }                                                                                              \
+    static attr void name(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,          \
+                          const uint8_t *vec, float *out) {                                        \
+        C_T c;                                                                                     \
+        CONSTS(&c);                                                                                \
+        uint8_t *v = (uint8_t *)(uintptr_t)vec;                                                    \
+        const uint32_t ng = n_rows / X4_ROWS;                                                      \
+        for (uint32_t g = 0; g < ng; g++)                                                          \
+            name##_group(&c, n, w + (size_t)g * X4_ROWS * row_bytes, v, out + X4_ROWS * g);        \
+        if (n_rows % X4_ROWS)                                                                      \
+            TAIL(n, w + (size_t)ng * X4_ROWS * row_bytes, row_bytes, n_rows % X4_ROWS, vec,        \
+                 out + X4_ROWS * ng);                                                              \
+    }                                                                                              \
+    static inline attr __attribute__((always_inline)) void name##_n(                               \
+        int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec, \
+        float *const *out, const int NT) {                                                         \
+        C_T c;                                                                                     \
+        CONSTS(&c);                                                                                \
+        uint8_t *v[PL_QUANT_DOTN_MAX];                                                             \
+        float *o_tail[PL_QUANT_DOTN_MAX];                                                          \
+        const uint32_t ng = n_rows / X4_ROWS;                                                      \
+        for (int t = 0; t < NT; t++) {                                                             \
+            v[t] = (uint8_t *)(uintptr_t)vec[t];                                                   \
+            o_tail[t] = out[t] + X4_ROWS * ng;                                                     \
+        }                                                                                          \
+        for (uint32_t gi = 0; gi < ng; gi++) {                                                     \
+            const uint8_t *g = w + (size_t)gi * X4_ROWS * row_bytes;                               \
+            __m512 acc[PL_QUANT_DOTN_MAX];                                                         \
+            for (int t = 0; t < NT; t++)                                                           \
+                acc[t] = _mm512_setzero_ps();                                                      \
+            for (int64_t s = 0; s < n / 256; s++) {                                                \
+                const uint8_t *p = g + (size_t)s * (SB);                                           \
+                pf_step(g, s, (SB), (int)((SB) / 64));                                             \
+                __m512i lo[8], hi[8];                                                              \
+                for (int k = 0; k < 8; k++)                                                        \
+                    QUANTS(&c, p, k, &lo[k], &hi[k]);                                              \
+                SC_T o;                                                                            \
+                SCALES(&c, p, &o);                                                                 \
+                for (int t = 0; t < NT; t++) {                                                     \
+                    const int8_t *q = pl_mm_lay_qs(v[t], n, 1, s, 0, 0);                           \
+                    __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),                \
+                                    _mm512_setzero_si512(), _mm512_setzero_si512()};               \
+                    for (int k = 0; k < 8; k++)                                                    \
+                        a[k % 4] = q4kx_dot(a[k % 4], lo[k], hi[k], q, k);                         \
+                    acc[t] = STEP(acc[t], a, &o, v[t], n, s);                                      \
+                }                                                                                  \
+            }                                                                                      \
+            for (int t = 0; t < NT; t++)                                                           \
+                q4kx_store(out[t] + X4_ROWS * gi, acc[t]);                                         \
+        }                                                                                          \
+        if (n_rows % X4_ROWS)                                                                      \
+            TAIL_N(n, w + (size_t)ng * X4_ROWS * row_bytes, row_bytes, n_rows % X4_ROWS, vec,      \
+                   o_tail, NT);                                                                    \
+    }                                                                                              \
+    DEFINE_NT_DISPATCH(attr, name##n, name##_n)
+
+/* Q4_K's step: the 4 rows' integer sums of super-block s, then their float chains. */
+static inline TARGET_GV __attribute__((always_inline)) __m512
+q4kx_step(__m512 acc, const __m512i a[4], const struct q4kx_sc *o, uint8_t *v, int64_t n,
+          int64_t s) {
+    return q4kx_chain(acc, q4kx_fsum(a, o, pl_mm_lay_ns(v, n, 1, s, 0)), o->dd,
+                      *pl_mm_lay_da(v, n, 1, s, 0));
 }
 
-/* vec_rows over whole groups, then the rows past the last one (packed one by one). */
-static TARGET_GV void vec_q4_Kx(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                                const uint8_t *vec, float *out) {
-    struct q4kx_c c;
-    q4kx_consts(&c);
-    uint8_t *v = (uint8_t *)(uintptr_t)vec;
-    const uint32_t ng = n_rows / Q4KX_ROWS;
-    for (uint32_t g = 0; g < ng; g++)
-        q4kx_group(&c, n, w + (size_t)g * Q4KX_ROWS * row_bytes, v, out + Q4KX_ROWS * g);
-    if (n_rows % Q4KX_ROWS)
-        vec_q4_Kp(n, w + (size_t)ng * Q4KX_ROWS * row_bytes, row_bytes, n_rows % Q4KX_ROWS, vec,
-                  out + Q4KX_ROWS * ng);
-}
-
-/* NT decode vectors: each chunk's nibbles and each super-block's scales once for all, then
- * per vector q4kx_group's operations, so out[t] is bit-identical to vec_q4_Kx's for vec[t]. */
-static inline TARGET_GV __attribute__((always_inline)) void
-q4kx_n(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows, const uint8_t *const *vec,
-       float *const *out, const int NT) {
-    struct q4kx_c c;
-    q4kx_consts(&c);
-    uint8_t *v[PL_QUANT_DOTN_MAX];
-    float *o_tail[PL_QUANT_DOTN_MAX];
-    const uint32_t ng = n_rows / Q4KX_ROWS;
-    for (int t = 0; t < NT; t++) {
-        v[t] = (uint8_t *)(uintptr_t)vec[t];
-        o_tail[t] = out[t] + Q4KX_ROWS * ng;
-    }
-    for (uint32_t gi = 0; gi < ng; gi++) {
-        const uint8_t *g = w + (size_t)gi * Q4KX_ROWS * row_bytes;
-        __m512 acc[PL_QUANT_DOTN_MAX];
-        for (int t = 0; t < NT; t++)
-            acc[t] = _mm512_setzero_ps();
-        for (int64_t s = 0; s < n / 256; s++) {
-            const uint8_t *p = g + (size_t)s * Q4KX_SB;
-            pf_step(g, s, Q4KX_SB, (int)(Q4KX_SB / 64));
-            __m512i lo[8], hi[8];
-            for (int t = 0; t < 8; t++)
-                q4kx_quants(&c, p, t, &lo[t], &hi[t]);
-            struct q4kx_sc o;
-            q4kx_scales(&c, p, &o);
-            for (int t = 0; t < NT; t++) {
-                const int8_t *q = pl_mm_lay_qs(v[t], n, 1, s, 0, 0);
-                __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
-                                _mm512_setzero_si512(), _mm512_setzero_si512()};
-                for (int k = 0; k < 8; k++)
-                    a[k % 4] = q4kx_dot(a[k % 4], lo[k], hi[k], q, k);
-                acc[t] = q4kx_chain(acc[t], q4kx_fsum(a, &o, pl_mm_lay_ns(v[t], n, 1, s, 0)), o.dd,
-                                    *pl_mm_lay_da(v[t], n, 1, s, 0));
-            }
-        }
-        for (int t = 0; t < NT; t++)
-            q4kx_store(out[t] + Q4KX_ROWS * gi, acc[t]);
-    }
-    if (n_rows % Q4KX_ROWS)
-        kp_n(n, w + (size_t)ng * Q4KX_ROWS * row_bytes, row_bytes, n_rows % Q4KX_ROWS, vec, o_tail,
-             NT, 0);
-}
-
-DEFINE_NT_DISPATCH(TARGET_GV, vec_q4_Kxn, q4kx_n)
+#define q4kx_tail_n(n, w, row_bytes, n_rows, vec, out, NT)                                         \
+    kp_n(n, w, row_bytes, n_rows, vec, out, NT, 0)
+DEFINE_X4_VEC(TARGET_GV, vec_q4_Kx, Q4KX_SB, struct q4kx_c, q4kx_consts, q4kx_quants,
+              struct q4kx_sc, q4kx_scales, q4kx_step, vec_q4_Kp, q4kx_tail_n)
+#undef q4kx_tail_n
 
 /* Tiles: row r of the group at g, super-block s, unpacked as unpack_q4_Kp unpacks a row. */
 static inline __attribute__((always_inline)) void unpack_q4_Kx(const uint8_t *g, uint32_t r,
@@ -1771,11 +1786,38 @@ static inline __attribute__((always_inline)) __m512i x4_blocks(__m512i a0, __m51
         _mm512_castps_si512(_mm512_shuffle_ps(f0, f1, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
-/* acc (lane 4r) plus row r's tree of super-block s: from a[4], the scales dw_lo / dw_hi
- * (lane 4r + k: block k / 4 + k) and the decode vector v. */
+/* A group super-block's scales: lane 4r + k of lo (hi) is row r's block k (4 + k). */
+struct q40x_sc {
+    __m512 lo, hi;
+};
+
+/* No constants (DEFINE_X4_VEC's C_T). */
+struct x4_none {
+    char unused;
+};
+static inline __attribute__((always_inline)) void x4_none_set(struct x4_none *c) {
+    c->unused = 0;
+}
+
+static inline __attribute__((always_inline)) void
+q40x_quants(const struct x4_none *c, const uint8_t *p, int t, __m512i *lo, __m512i *hi) {
+    (void)c;
+    x4_quants(p, t, lo, hi);
+}
+
+/* The scales of the group super-block at p (see Q40X_SC). */
+static inline __attribute__((always_inline)) void q40x_scales(const struct x4_none *c,
+                                                              const uint8_t *p, struct q40x_sc *o) {
+    (void)c;
+    o->lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + Q40X_SC)));
+    o->hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + Q40X_SC + 32)));
+}
+
+/* acc (lane 4r) plus row r's tree of super-block s, from a[4], the scales o and the decode
+ * vector v. */
 static inline __attribute__((always_inline)) __m512 q40x_step(__m512 acc, const __m512i a[4],
-                                                              __m512 dw_lo, __m512 dw_hi,
-                                                              uint8_t *v, int64_t n, int64_t s) {
+                                                              const struct q40x_sc *o, uint8_t *v,
+                                                              int64_t n, int64_t s) {
     const int32_t *ns = pl_mm_lay_ns(v, n, 1, s, 0);
     const float *da = pl_mm_lay_da(v, n, 1, s, 0);
     const __m512i o_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)ns));
@@ -1784,100 +1826,20 @@ static inline __attribute__((always_inline)) __m512 q40x_step(__m512 acc, const 
     const __m512i i_lo = _mm512_add_epi32(x4_blocks(a[0], a[1]), _mm512_slli_epi32(o_lo, 3));
     const __m512i i_hi = _mm512_add_epi32(x4_blocks(a[2], a[3]), _mm512_slli_epi32(o_hi, 3));
     const __m512 m_lo = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(i_lo), _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(da)), dw_lo));
+        _mm512_cvtepi32_ps(i_lo), _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(da)), o->lo));
     const __m512 m_hi =
         _mm512_mul_ps(_mm512_cvtepi32_ps(i_hi),
-                      _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(da + 4)), dw_hi));
+                      _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(da + 4)), o->hi));
     const __m512 t = _mm512_add_ps(m_lo, m_hi);
     const __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));
     return _mm512_add_ps(acc, _mm512_add_ps(u, _mm512_movehdup_ps(u)));
 }
 
-/* The scales of the group super-block at p (see Q40X_SC). */
-static inline __attribute__((always_inline)) void q40x_scales(const uint8_t *p, __m512 *lo,
-                                                              __m512 *hi) {
-    *lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + Q40X_SC)));
-    *hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + Q40X_SC + 32)));
-}
-
-/* One group at g (4 rows) times the decode vector v, to out[0 .. 4). */
-static inline __attribute__((always_inline)) void q40x_group(int64_t n, const uint8_t *g,
-                                                             uint8_t *v, float *out) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t s = 0; s < n / 256; s++) {
-        const uint8_t *p = g + (size_t)s * Q40X_SB;
-        pf_step(g, s, Q40X_SB, (int)(Q40X_SB / 64));
-        const int8_t *q = pl_mm_lay_qs(v, n, 1, s, 0, 0);
-        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                        _mm512_setzero_si512()};
-        for (int t = 0; t < 8; t++) {
-            __m512i lo, hi;
-            x4_quants(p, t, &lo, &hi);
-            a[t % 4] = q4kx_dot(a[t % 4], lo, hi, q, t);
-        }
-        __m512 dw_lo, dw_hi;
-        q40x_scales(p, &dw_lo, &dw_hi);
-        acc = q40x_step(acc, a, dw_lo, dw_hi, v, n, s);
-    }
-    q4kx_store(out, acc);
-}
-
-/* vec_rows over whole groups, then the rows past the last one (packed one by one). */
-static void vec_q4_0x(int64_t n, const uint8_t *w, size_t row_bytes, uint32_t n_rows,
-                      const uint8_t *vec, float *out) {
-    uint8_t *v = (uint8_t *)(uintptr_t)vec;
-    const uint32_t ng = n_rows / X4_ROWS;
-    for (uint32_t g = 0; g < ng; g++)
-        q40x_group(n, w + (size_t)g * X4_ROWS * row_bytes, v, out + X4_ROWS * g);
-    if (n_rows % X4_ROWS)
-        vec_q4_0p(n, w + (size_t)ng * X4_ROWS * row_bytes, row_bytes, n_rows % X4_ROWS, vec,
-                  out + X4_ROWS * ng);
-}
-
-/* NT decode vectors: each chunk's nibbles and scales once for all, per vector q40x_group's
- * operations (bit-identical to vec_q4_0x per vector). */
-static inline __attribute__((always_inline)) void q40x_n(int64_t n, const uint8_t *w,
-                                                         size_t row_bytes, uint32_t n_rows,
-                                                         const uint8_t *const *vec,
-                                                         float *const *out, const int NT) {
-    uint8_t *v[PL_QUANT_DOTN_MAX];
-    float *o_tail[PL_QUANT_DOTN_MAX];
-    const uint32_t ng = n_rows / X4_ROWS;
-    for (int t = 0; t < NT; t++) {
-        v[t] = (uint8_t *)(uintptr_t)vec[t];
-        o_tail[t] = out[t] + X4_ROWS * ng;
-    }
-    for (uint32_t gi = 0; gi < ng; gi++) {
-        const uint8_t *g = w + (size_t)gi * X4_ROWS * row_bytes;
-        __m512 acc[PL_QUANT_DOTN_MAX];
-        for (int t = 0; t < NT; t++)
-            acc[t] = _mm512_setzero_ps();
-        for (int64_t s = 0; s < n / 256; s++) {
-            const uint8_t *p = g + (size_t)s * Q40X_SB;
-            pf_step(g, s, Q40X_SB, (int)(Q40X_SB / 64));
-            __m512i lo[8], hi[8];
-            for (int k = 0; k < 8; k++)
-                x4_quants(p, k, &lo[k], &hi[k]);
-            __m512 dw_lo, dw_hi;
-            q40x_scales(p, &dw_lo, &dw_hi);
-            for (int t = 0; t < NT; t++) {
-                const int8_t *q = pl_mm_lay_qs(v[t], n, 1, s, 0, 0);
-                __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
-                                _mm512_setzero_si512(), _mm512_setzero_si512()};
-                for (int k = 0; k < 8; k++)
-                    a[k % 4] = q4kx_dot(a[k % 4], lo[k], hi[k], q, k);
-                acc[t] = q40x_step(acc[t], a, dw_lo, dw_hi, v[t], n, s);
-            }
-        }
-        for (int t = 0; t < NT; t++)
-            q4kx_store(out[t] + X4_ROWS * gi, acc[t]);
-    }
-    if (n_rows % X4_ROWS)
-        vec_q4_0pn(n, w + (size_t)ng * X4_ROWS * row_bytes, row_bytes, n_rows % X4_ROWS, vec,
-                   (uint32_t)NT, o_tail);
-}
-
-DEFINE_NT_DISPATCH(, vec_q4_0xn, q40x_n)
+#define q40x_tail_n(n, w, row_bytes, n_rows, vec, out, NT)                                         \
+    vec_q4_0pn(n, w, row_bytes, n_rows, vec, (uint32_t)(NT), out)
+DEFINE_X4_VEC(, vec_q4_0x, Q40X_SB, struct x4_none, x4_none_set, q40x_quants, struct q40x_sc,
+              q40x_scales, q40x_step, vec_q4_0p, q40x_tail_n)
+#undef q40x_tail_n
 
 /* Tiles: row r of the group at g, super-block s, unpacked as unpack_q4_0p unpacks a row. */
 static inline __attribute__((always_inline)) void unpack_q4_0x(const uint8_t *g, uint32_t r,
