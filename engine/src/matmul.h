@@ -88,7 +88,8 @@ struct pl_mm_tile_kernel {
      * the rows past the last whole group each on their own. Such a kernel is called only on
      * whole groups: every call's rows start on a group (a multiple of G, or a row past the
      * last whole group) and end on one (the same, or the matrix's end); pl_matmul_rows and
-     * pl_matmul_swiglu_rows compute a range that cuts a group through the whole group. */
+     * pl_matmul_swiglu_rows compute a range that cuts a group through the whole group.
+     * G <= PL_MM_ROWS_MAX. */
     uint32_t row_group;
 };
 
