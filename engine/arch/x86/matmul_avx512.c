@@ -393,11 +393,11 @@ static inline __attribute__((always_inline)) void x4_load_nibbles(const uint8_t 
     w[3] = _mm512_and_si512(_mm512_srli_epi64(y, 4), m4);
 }
 
-/* Q4_0 in groups of 4 rows (k_q4_0x, for matrices of a multiple of 4 rows): super-block s of
- * the group is 4 x 144 bytes, the nibbles as Q4_K's groups (x4_store_nibbles) in [8][64],
- * then the fp16 scales of blocks 0..3 of rows 0..3 at Q40X_SC (row r's block k at 4r + k),
- * and those of blocks 4..7 the same at Q40X_SC + 32: each a vector of 16 floats in the
- * decode kernel's lane order (lane 4r + k) in one conversion. */
+/* Q4_0 in groups of 4 rows (k_q4_0x; a matrix's rows past its last whole group stay packed
+ * one by one): super-block s of the group is 4 x 144 bytes, the nibbles as Q4_K's groups
+ * (x4_store_nibbles) in [8][64], then the fp16 scales of blocks 0..3 of rows 0..3 at Q40X_SC (row
+ * r's block k at 4r + k), and those of blocks 4..7 the same at Q40X_SC + 32: each a vector of 16
+ * floats in the decode kernel's lane order (lane 4r + k) in one conversion. */
 #define Q40X_SB (X4_ROWS * 8 * sizeof(struct pl_block_q4_0))
 #define Q40X_SC 512
 _Static_assert(Q40X_SC + 64 == Q40X_SB, "a group's super-block keeps its bytes");
@@ -547,10 +547,10 @@ static void repack_q4_K_row(int64_t n, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-/* Q4_K in groups of 4 rows (row_group 4: the layout of k_q4_Kx's kernels, chosen for
- * matrices of a multiple of 4 rows). Per-row decode (vec_q4_Kp) spends most of its work on
- * each super-block's own sums: from its VPDPBUSD lanes to the sub-blocks' sums, their scales
- * and mins, and a float chain per row. With 4 rows side by side, one 128-bit lane per row,
+/* Q4_K in groups of 4 rows (row_group 4: the layout of k_q4_Kx's kernels; a matrix's rows
+ * past its last whole group stay packed one by one). Per-row decode (vec_q4_Kp) spends most of its
+ * work on each super-block's own sums: from its VPDPBUSD lanes to the sub-blocks' sums, their
+ * scales and mins, and a float chain per row. With 4 rows side by side, one 128-bit lane per row,
  * each of those steps is one operation for all 4 rows. Super-block s of the group is
  * Q4KX_SB = 4 x 144 bytes:
  *   [8][64] chunk t, 16 bytes per row (row r at 16r): byte 4c + i holds in its low nibble
