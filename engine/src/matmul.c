@@ -142,7 +142,10 @@ static pthread_once_t repack_once = PTHREAD_ONCE_INIT;
 
 static void repack_choose(void) {
     const char *e = getenv("PICOLM_REPACK");
-    repack_mode = e && strcmp(e, "all") == 0 ? PL_MM_REPACK_ALL : PL_MM_REPACK_AUTO;
+    repack_mode = !e                       ? PL_MM_REPACK_AUTO
+                  : strcmp(e, "all") == 0  ? PL_MM_REPACK_ALL
+                  : strcmp(e, "rows") == 0 ? PL_MM_REPACK_ROWS
+                                           : PL_MM_REPACK_AUTO;
 }
 
 enum pl_mm_repack pl_mm_repack_mode(void) {

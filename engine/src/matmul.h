@@ -144,9 +144,11 @@ const struct pl_mm_tile_kernel *pl_mm_weight_kernel(const struct pl_weight *w);
  * 0 (no packed layout for this type, CPU or shape; w unchanged), -ENOMEM. */
 int pl_mm_repack_weight(struct pl_weight *w);
 /* Which types have a packed layout where the kernels offer one, from PICOLM_REPACK (read
- * once): "all" every such type; anything else (auto) all but Q4_K on CPUs other than AMD's,
- * whose per-row Q4_K dot products decode faster than the repacked kernel (matmul_avx512.c). */
-enum pl_mm_repack { PL_MM_REPACK_AUTO, PL_MM_REPACK_ALL };
+ * once): "all" every such type, Q4_K and Q4_0 in groups of 4 rows; "rows" what CPUs other than
+ * AMD's get by default: all but Q4_K, whose per-row dot products decode faster there, and Q4_0
+ * packed one row at a time (matmul_avx512.c's x4_here); anything else (auto) "all" on AMD's
+ * CPUs, "rows" on others. */
+enum pl_mm_repack { PL_MM_REPACK_AUTO, PL_MM_REPACK_ALL, PL_MM_REPACK_ROWS };
 enum pl_mm_repack pl_mm_repack_mode(void);
 /* The tiled kernels' instruction set ("amx", "avx512"), or NULL when there are none. */
 const char *pl_mm_isa(void);

@@ -2129,6 +2129,14 @@ static const struct pl_mm_tile_kernel k_q4_0x = {
 static const struct pl_mm_tile_kernel k_q4_0 = {
     PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,   vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
     vec_q4_0n,         0,  &k_q4_0x,     repack_q4_0, 0};
+/* Q4_0 packed one row at a time (where the groups are not measured yet: x4_here). */
+static const struct pl_mm_tile_kernel k_q4_0p = {
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0p, vec_q4_0p, rows8_q4_0p, PL_MM_ROWS, NULL,
+    vec_q4_0pn,        0,  NULL,         NULL,       0};
+DEFINE_REPACK_ROWS(repack_q4_0_rows, repack_q4_0_row)
+static const struct pl_mm_tile_kernel k_q4_0_rows = {
+    PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q4_0,        vec_q4_0, rows8_q4_0, PL_MM_ROWS, NULL,
+    vec_q4_0n,         0,  &k_q4_0p,     repack_q4_0_rows, 0};
 static const struct pl_mm_tile_kernel k_q8_0 = {
     PL_GGML_TYPE_Q8_0, 32, prep_q8_0_32, rows_q8_0,   vec_q8_0, rows8_q8_0, PL_MM_ROWS, NULL,
     vec_q8_0n,         0,  &k_q8_0p,     repack_q8_0, 0};
@@ -2139,20 +2147,24 @@ static bool have_gv(void) {
     return __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
 }
 
-/* Q4_K repacked (pl_mm_repack_mode): on Zen, or when asked. On an Intel Xeon core (the AMX VM
- * with PICOLM_ISA=avx512, TinyLlama-shape Q4_K_M, 2 alternating rounds) the per-row
- * vec_dot_q4_K_gv over the GGUF layout decoded 6-8% faster than vec_q4_Kp over the repacked
- * rows, before the groups of 4 (vec_q4_Kx; not measured on Intel yet) (1 thread 22.2-22.5
- * -> 23.9-24.2 tok/s, 2 threads 44.3-44.4 -> 46.3-47.0), for 1-2% of prefill (AVX-512 tiles over
- * the GGUF layout: 2 threads 237-238 -> 232-236 tok/s). */
-static bool repack_q4_K_here(void) {
-    return pl_mm_repack_mode() == PL_MM_REPACK_ALL || pl_quant_x86_zen();
+/* The groups of 4 rows (Q4_K: repacked at all; Q4_0: grouped rather than packed one row at a
+ * time), pl_mm_repack_mode: by default on Zen, where they were measured; "all" asks for them,
+ * "rows" (the default elsewhere) not. On an Intel Xeon
+ * core (the AMX VM with PICOLM_ISA=avx512, TinyLlama-shape Q4_K_M, 2 alternating rounds) the
+ * per-row vec_dot_q4_K_gv over the GGUF layout decoded 6-8% faster than vec_q4_Kp over the rows
+ * repacked one by one (1 thread 22.2-22.5 -> 23.9-24.2 tok/s, 2 threads 44.3-44.4 -> 46.3-47.0),
+ * for 1-2% of prefill (AVX-512 tiles over the GGUF layout: 2 threads 237-238 -> 232-236 tok/s);
+ * and there a one-token decode reads two weight streams per core (4-5%), which a grouped layout
+ * cannot. The groups are not measured on Intel yet. */
+static bool x4_here(void) {
+    const enum pl_mm_repack m = pl_mm_repack_mode();
+    return m == PL_MM_REPACK_ALL || (m == PL_MM_REPACK_AUTO && pl_quant_x86_zen());
 }
 
 const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     switch (type) {
     case PL_GGML_TYPE_Q4_K:
-        return have_gv() && repack_q4_K_here() ? &k_q4_K_gv : &k_q4_K;
+        return have_gv() && x4_here() ? &k_q4_K_gv : &k_q4_K;
     case PL_GGML_TYPE_Q3_K:
         return have_gv() ? &k_q3_K_gv : &k_q3_K;
     case PL_GGML_TYPE_Q5_K:
@@ -2160,7 +2172,7 @@ const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type) {
     case PL_GGML_TYPE_Q6_K:
         return have_gv() ? &k_q6_K_gv : &k_q6_K;
     case PL_GGML_TYPE_Q4_0:
-        return &k_q4_0;
+        return x4_here() ? &k_q4_0 : &k_q4_0_rows;
     case PL_GGML_TYPE_Q8_0:
         return &k_q8_0;
     default:
