@@ -126,6 +126,9 @@ int pl_quant_prefetch_parse(const char *s, struct pl_quant_prefetch *out) {
     } else if (!strncmp(s, "nta", 3)) {
         c.hint = PL_QUANT_PF_NTA;
         p = s + 3;
+    } else if (!strncmp(s, "none", 4)) {
+        c.hint = PL_QUANT_PF_NONE;
+        p = s + 4;
     } else {
         return -EINVAL;
     }

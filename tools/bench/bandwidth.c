@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Read bandwidth: XOR of every 64-byte line of a buffer with four independent accumulators
- * (enough loads in flight for one core to reach its streaming limit), plain and with T0 and
- * NTA software prefetches at the kernels' distances, and over the kernels' weight streams
- * (pl_quant_prefetch()->streams parts in turn) where there are several, compiled for AVX-512, AVX2
- * and generic x86-64 and picked from the CPU's features; best of N passes, threads released
- * together by a barrier and each timing its own read. Reused by every picolm-bench subcommand that
- * reports an effective bandwidth against the machine's. */
+ * (enough loads in flight for one core to reach its streaming limit), plain, with T0 and NTA
+ * software prefetches at the kernels' distances, with the kernels' page touch alone, and over
+ * the kernels' weight streams (pl_quant_prefetch()->streams parts in turn) where there are
+ * several, compiled for AVX-512, AVX2 and generic x86-64 and picked from the CPU's features;
+ * best of N passes, threads released together by a barrier and each timing its own read. Reused by
+ * every picolm-bench subcommand that reports an effective bandwidth against the machine's. */
 #include "bandwidth.h"
 
 #include <errno.h>
@@ -67,6 +67,17 @@ typedef long long v8ll __attribute__((vector_size(64)));
     }                                                                                              \
     FOLD_RETURN
 
+/* Plain loads with only the page touch (the kernels' scheme with hint none). */
+#define READ_TOUCH_BODY                                                                            \
+    const v8ll *v = p;                                                                             \
+    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
+    size_t n = len / sizeof(v8ll);                                                                 \
+    for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
+        PF_PAGE((const char *)(v + i), page_ahead);                                                \
+        XOR4(v + i);                                                                               \
+    }                                                                                              \
+    FOLD_RETURN
+
 /* Vectors in each of the streams' ns parts of len bytes: a multiple of 4 (whole iterations). */
 static size_t stream_part(size_t len, uint32_t ns) {
     return len / sizeof(v8ll) / ns & ~(size_t)3;
@@ -94,8 +105,8 @@ static size_t stream_bytes(size_t len, uint32_t ns) {
 typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns,
                              size_t page_ahead);
 
-/* The read loops of a target: name##_plain (dist unused), name##_t0, name##_nta, and the
- * streams' name##_st0, name##_snta (ns unused by the first three). */
+/* The read loops of a target: name##_plain (dist unused), name##_t0, name##_nta, the
+ * streams' name##_st0, name##_snta (ns unused by the others), and name##_touch (dist unused). */
 #define DEFINE_READ_LOOPS(name, target)                                                            \
     target static long long name##_plain(const void *p, size_t len, size_t dist, uint32_t ns,      \
                                          size_t page_ahead) {                                      \
@@ -116,10 +127,15 @@ typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns
     target static long long name##_st0(const void *p, size_t len, size_t dist, uint32_t ns,        \
                                        size_t page_ahead){READ_STREAMS_BODY(                       \
         3)} target static long long name##_snta(const void *p, size_t len, size_t dist,            \
-                                                uint32_t ns, size_t page_ahead) {                  \
-        READ_STREAMS_BODY(0)                                                                       \
+                                                uint32_t ns, size_t page_ahead){READ_STREAMS_BODY( \
+        0)} target static long long name##_touch(const void *p, size_t len, size_t dist,           \
+                                                 uint32_t ns, size_t page_ahead) {                 \
+        (void)dist;                                                                                \
+        (void)ns;                                                                                  \
+        READ_TOUCH_BODY                                                                            \
     }                                                                                              \
-    static const read_fn name[5] = {name##_plain, name##_t0, name##_nta, name##_st0, name##_snta};
+    static const read_fn name[6] = {name##_plain, name##_t0,   name##_nta,                         \
+                                    name##_st0,   name##_snta, name##_touch};
 
 #if defined(__x86_64__) || defined(__i386__)
 DEFINE_READ_LOOPS(read_avx512, __attribute__((target("avx512f"))))
@@ -128,13 +144,15 @@ DEFINE_READ_LOOPS(read_avx2, __attribute__((target("avx2"))))
 /* Elsewhere (aarch64): the compiler's vectors of the target's width. */
 DEFINE_READ_LOOPS(read_generic, )
 
-/* The loop of a mode (0 plain, 1 T0, 2 NTA, 3 / 4 the streams with T0 / NTA), its prefetch
- * distance and stream count. */
+/* The loop of a mode (0 plain, 1 T0, 2 NTA, 3 / 4 the streams with T0 / NTA, 5 the page touch
+ * alone), its prefetch distance and stream count. The streams take the kernels' hint (T0 for
+ * none: the per-row kernels' streams are an Intel setting, where the hint is T0). */
 static read_fn pick_read(enum bench_bw_mode mode, size_t *dist, uint32_t *ns) {
     const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     const int hint = mode == BENCH_BW_PLAIN                              ? 0
                      : mode == BENCH_BW_T0 || mode == BENCH_BW_T0_DECODE ? 1
                      : mode == BENCH_BW_STREAMS ? (pf->hint == PL_QUANT_PF_NTA ? 4 : 3)
+                     : mode == BENCH_BW_TOUCH   ? 5
                                                 : 2;
     *dist =
         mode == BENCH_BW_T0_DECODE || mode == BENCH_BW_NTA_DECODE ? pf->decode_bytes : pf->bytes;
@@ -302,30 +320,51 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
 }
 
 const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf) {
-    return pf->hint == PL_QUANT_PF_NTA ? "nta" : "t0";
+    return pf->hint == PL_QUANT_PF_NTA ? "nta" : pf->hint == PL_QUANT_PF_T0 ? "t0" : "none";
 }
 
 bool bench_bw_mode_distinct(enum bench_bw_mode mode) {
     const struct pl_quant_prefetch *pf = pl_quant_prefetch();
     if (mode == BENCH_BW_STREAMS)
         return pf->streams > 1;
+    if (mode == BENCH_BW_TOUCH)
+        return pf->page_ahead != 0;
     return (mode != BENCH_BW_T0_DECODE && mode != BENCH_BW_NTA_DECODE) ||
            pf->decode_bytes != pf->bytes;
 }
 
-static bool mode_nta(enum bench_bw_mode m) {
-    return m == BENCH_BW_NTA || m == BENCH_BW_NTA_DECODE;
+/* Whether mode m reads as the kernels do with hint h (the plain loop counts as neither: it
+ * runs with the kernels' modes, after them). */
+static bool mode_own(enum bench_bw_mode m, int h) {
+    switch (m) {
+    case BENCH_BW_T0:
+    case BENCH_BW_T0_DECODE:
+        return h == PL_QUANT_PF_T0;
+    case BENCH_BW_NTA:
+    case BENCH_BW_NTA_DECODE:
+        return h == PL_QUANT_PF_NTA;
+    case BENCH_BW_TOUCH:
+        return h == PL_QUANT_PF_NONE;
+    case BENCH_BW_STREAMS: /* the streams take the kernels' hint */
+    case BENCH_BW_PLAIN:
+    case BENCH_BW_N_MODES:
+        break;
+    }
+    return true;
 }
 
 double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int passes,
                            double ret[BENCH_BW_N_MODES]) {
-    const bool own_nta = pl_quant_prefetch()->hint == PL_QUANT_PF_NTA;
-    const enum bench_bw_mode settle = own_nta ? BENCH_BW_NTA_DECODE : BENCH_BW_T0_DECODE;
+    const int hint = pl_quant_prefetch()->hint;
+    const enum bench_bw_mode settle = hint == PL_QUANT_PF_NTA                  ? BENCH_BW_NTA_DECODE
+                                      : hint == PL_QUANT_PF_T0                 ? BENCH_BW_T0_DECODE
+                                      : bench_bw_mode_distinct(BENCH_BW_TOUCH) ? BENCH_BW_TOUCH
+                                                                               : BENCH_BW_PLAIN;
     double best = 0.0;
     for (int m = 0; m < BENCH_BW_N_MODES; m++)
         ret[m] = 0.0;
-    /* round 0: the other hint's modes (its per-row one is always distinct, so one runs);
-     * 1: the settling pass, then the plain loop and the kernels' hint */
+    /* round 0: the modes of the other hints (a per-row one is always distinct, so one runs);
+     * 1: the settling pass, then the plain loop and the kernels' own modes */
     for (int round = 0; round < 2; round++) {
         if (round == 1) {
             const double bw = bench_bw_read_mode(buf, len, n_threads, 1, settle);
@@ -334,8 +373,7 @@ double bench_bw_read_modes(const void *buf, size_t len, uint32_t n_threads, int 
         }
         for (int m = 0; m < BENCH_BW_N_MODES; m++) {
             const enum bench_bw_mode mode = (enum bench_bw_mode)m;
-            const bool other = m != BENCH_BW_PLAIN && m != BENCH_BW_STREAMS &&
-                               mode_nta(mode) != own_nta; /* the streams take the own hint */
+            const bool other = !mode_own(mode, hint);
             if (other != (round == 0) || !bench_bw_mode_distinct(mode))
                 continue;
             const double bw = bench_bw_read_mode(buf, len, n_threads, passes, mode);

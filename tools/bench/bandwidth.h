@@ -16,7 +16,8 @@
  * ahead: PREFETCHT0 and PREFETCHNTA, each at the distances the kernels use on this CPU
  * (pl_quant_prefetch(): the per-row vec_dot kernels' and the decode kernels'), whichever
  * hint the kernels take, with the kernels' page touch where it is on (every mode but the plain
- * one). Without them a kernel that prefetches can beat the "limit". On
+ * one), and plain loads with that page touch alone (the kernels' scheme when their hint is
+ * none). Without them a kernel that prefetches can beat the "limit". On
  * aarch64 the same loops with the compiler's prefetch of locality 3 or 0. */
 enum bench_bw_mode {
     BENCH_BW_PLAIN = 0,
@@ -27,14 +28,17 @@ enum bench_bw_mode {
     /* the kernels' hint and per-row distance, 4 lines of each of pl_quant_prefetch()->streams
      * parts in turn (the weight streams of a one-token decode) */
     BENCH_BW_STREAMS = 5,
-    BENCH_BW_N_MODES = 6,
+    /* plain loads with the kernels' page touch alone: what the kernels read with when their
+     * hint is none (pl_quant_prefetch()->page_ahead; the plain loop where that is 0) */
+    BENCH_BW_TOUCH = 6,
+    BENCH_BW_N_MODES = 7,
 };
 
 /* "t0" or "nta": the kernels' hint in pf, for reports. */
 const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf);
 
-/* False for the decode distance's modes where it equals the per-row one (the same loops), and
- * for BENCH_BW_STREAMS with one stream. */
+/* False for the decode distance's modes where it equals the per-row one (the same loops), for
+ * BENCH_BW_STREAMS with one stream, and for BENCH_BW_TOUCH without a page touch. */
 bool bench_bw_mode_distinct(enum bench_bw_mode mode);
 
 /* Best-of-passes read bandwidth in bytes/s of n_threads threads (1..64) reading disjoint
@@ -46,9 +50,10 @@ double bench_bw_read_mode(const void *buf, size_t len, uint32_t n_threads, int p
                           enum bench_bw_mode mode);
 
 /* Every distinct mode, each with `passes` passes, in an order that leaves the lines as the
- * kernels would find them: the modes with the hint the kernels do not take first, then one
- * untimed pass of the kernels' own hint at their decode distance, then the plain loop and the
- * kernels' hint. A pass with one hint changes how fast the next pass over the same lines
+ * kernels would find them: the modes of the hints the kernels do not take first, then one
+ * untimed pass of the kernels' own scheme (their hint at their decode distance; with hint
+ * none, the page touch alone, or plain loads), then the plain loop and the kernels' own
+ * modes. A pass with one hint changes how fast the next pass over the same lines
  * reads: on the Intel VM of 2026-12-04, after one NTA pass over 256 MiB the next plain, T0 or
  * kernel pass over it read ~18% slower (a decode kernel 12.0 against 15.0 GB/s) until those
  * lines were read once more. ret[m]: mode m's bandwidth (0 for a mode not distinct). Returns

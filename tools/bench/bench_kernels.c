@@ -219,9 +219,9 @@ static void print_text(const struct result *res, size_t n, const struct bw *b,
     if (pf->streams > 1)
         (void)snprintf(streams, sizeof(streams), ", in 1 and %u streams", pf->streams);
     printf("read bandwidth (vectorised read loop, %zu MiB): %.2f GB/s with prefetch (best of T0 "
-           "and NTA, %u B and %u B ahead%s), %.2f GB/s without\n",
+           "and NTA, %u B and %u B ahead%s%s), %.2f GB/s without\n",
            o->mem_bytes >> 20, GBS(b->prefetch), pf->bytes, pf->decode_bytes, streams,
-           GBS(b->plain));
+           pf->page_ahead ? ", and of the page touch alone" : "", GBS(b->plain));
     printf("%-5s %6s | %9s %9s %7s | %9s %9s %8s %8s\n", "type", "B/row", "L2 ref", "L2 simd",
            "speedup", "mem ref", "mem simd", "simd/bw", "L2/bw");
     for (size_t i = 0; i < n; i++)

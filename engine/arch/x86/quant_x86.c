@@ -85,6 +85,7 @@ static bool cpu_avx512(void) {
  * asks this. On the Zen 5 VM the CPUIDs took 2-3.5% of a decode's samples (perf, TinyLlama
  * shape, 1-2 threads) before this kept the answer. */
 static bool zen;
+static uint32_t zen_family; /* CPUID.1's family (base + extended) of a Zen core, else 0 */
 static pthread_once_t zen_once = PTHREAD_ONCE_INIT;
 
 static void zen_ask(void) {
@@ -96,6 +97,14 @@ static void zen_ask(void) {
     memcpy(v + 8, &c, 4);
     v[12] = '\0';
     zen = !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine");
+    if (!zen)
+        return;
+    a = 1;
+    c = 0;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    zen_family = (a >> 8) & 0xFu;
+    if (zen_family == 0xFu)
+        zen_family += (a >> 20) & 0xFFu;
 }
 
 bool pl_quant_x86_zen(void) {
@@ -105,6 +114,16 @@ bool pl_quant_x86_zen(void) {
 
 /* The setting per vendor, from `picolm-bench kernels` and `picolm-bench decode` (256 MiB
  * matrices, one core, against the read loop over the same buffer):
+ * - Zen 4 VM (EPYC, family 19h model 11h, 2026-12-06; ~31-35 GB/s per core, plain loads
+ *   alone ~31): every software line prefetch costs memory speed there. `picolm-bench decode`,
+ *   memory / read loop, NTA 8 KB ahead with the page touch -> the page touch alone: Q4_K
+ *   0.84-0.86 -> 0.91-0.95, Q4_0 0.78-0.92 -> 0.91-0.92, Q8_0 0.66-0.76 -> 0.91-0.96, Q6_K
+ *   0.78-0.81 -> 0.78-0.79 (no line prefetch and no touch: 0.87-1.0, 0.88-0.89, 0.88-0.91,
+ *   0.70-0.72); T0 at 2-8 KB and NTA at 2-24 KB all 0.63-0.83. In the engine (TinyLlama shape,
+ *   the two settings on alternate decode steps of one run, 256 steps): none over NTA Q4_K_M
+ *   1.24x at 1 thread, 1.13x at 2; Q4_0 1.25x / 1.10x; Q8_0 1.35x / 1.14x; the page touch at
+ *   8 / 32 KB within 0.3% of 16 KB, and off 1% slower. The per-row kernels (compute-bound
+ *   there) within the noise either way.
  * - Zen 5 VM: NTA over T0 at the same distances (4 KB per-row, 8 KB decode), 6 alternating
  *   runs, memory / read loop Q4_K 0.84 -> 0.89, Q6_K 0.89 -> 0.95, Q4_0 0.86 -> 0.90, Q8_0
  *   0.87 -> 0.96; the engine's TinyLlama-shape decode 8-17% faster.
@@ -131,13 +150,21 @@ bool pl_quant_x86_zen(void) {
  *   107.5, 105.2 / 103.0, 88.1. The read loop with the same touch rose as much (1 thread
  *   36-38 -> 42-45 GB/s, 2 threads 72-75 -> 82-89). Not measured on Intel: off there. */
 static const struct pl_quant_prefetch pf_zen = {PL_QUANT_PF_NTA, 4096, 8192, 1, "amd", 16384};
+static const struct pl_quant_prefetch pf_zen4 = {PL_QUANT_PF_NONE, 4096, 8192, 1,
+                                                 "amd-zen4",       16384};
 static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, 2, "intel", 0};
+
+/* Zen 4: family 19h with AVX-512 (Zen 3, the same family, has none and keeps pf_zen:
+ * not measured). */
+static bool zen4(void) {
+    return pl_quant_x86_zen() && zen_family == 0x19u && cpu_avx512();
+}
 
 struct pl_quant_prefetch pl_quant_x86_pf; /* pf_choose() sets it before any kernel runs */
 static pthread_once_t pf_control = PTHREAD_ONCE_INIT;
 
 static void pf_choose(void) {
-    struct pl_quant_prefetch c = pl_quant_x86_zen() ? pf_zen : pf_intel;
+    struct pl_quant_prefetch c = zen4() ? pf_zen4 : pl_quant_x86_zen() ? pf_zen : pf_intel;
     const char *e = getenv("PICOLM_PREFETCH");
     if (e && e[0])
         c.source =

@@ -54,15 +54,15 @@ extern struct pl_quant_prefetch pl_quant_x86_pf;
  * line of the 4 KiB page page_ahead bytes past p (PREFETCHT2): the same line at every step
  * within a page, so no step needs a branch on where pages start, and the repeats hit the
  * cache. Prefetches past the end of a row (or buffer) are harmless hints: they never fault.
- * The hint is part of the instruction, so each branch has its own instructions; the branches
- * are the same on every call of a process. */
+ * The hint is part of the instruction, so each branch has its own instructions (none: no
+ * line prefetch); the branches are the same on every call of a process. */
 static inline __attribute__((always_inline)) void pl_x86_pf_lines(const char *p, int lines) {
     const uintptr_t a = pl_quant_x86_pf.page_ahead;
     if (a)
         PL_X86_PF_BLOCK(1, "prefetcht2", pl_quant_page_line(p, a));
     if (pl_quant_x86_pf.hint == PL_QUANT_PF_NTA)
         PL_X86_PF_LINES("prefetchnta", p, lines);
-    else
+    else if (pl_quant_x86_pf.hint == PL_QUANT_PF_T0)
         PL_X86_PF_LINES("prefetcht0", p, lines);
 }
 

@@ -36,8 +36,9 @@ typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const vo
 /* How the SIMD kernels software-prefetch the weight stream (each weight is read once per
  * token): the hint and how far ahead, for the per-row vec_dot kernels and for the decode
  * kernels of the repacked tiled path. Chosen once per process from the CPU, because the best
- * hint differs between x86 vendors: on AMD Zen cores PREFETCHNTA streams fastest (4 KB ahead
- * per row, 8 KB in the decode kernels); on Intel cores an NTA fill skips L2 and its
+ * hint differs between x86 cores: on AMD Zen 5 PREFETCHNTA streams fastest (4 KB ahead per
+ * row, 8 KB in the decode kernels); on Zen 4 no line prefetch at all (the hardware
+ * prefetchers alone, with the page touch below); on Intel cores an NTA fill skips L2 and its
  * streamer, halving a core's bandwidth, and PREFETCHT0 2 KB ahead is best (see quant_x86.c
  * for the figures). A one-token decode also reads its rows as `streams` weight streams (the
  * rows cut into that many parts, a row of each in turn: see matmul.c); 2 on Intel, 1 on Zen.
@@ -45,14 +46,16 @@ typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const vo
  * 4 KiB page there (PREFETCHT2; 0: off): the hardware prefetchers stop at 4 KiB boundaries,
  * and under a hypervisor each 4 KiB page of the stream can cost its own nested page walk, so
  * one early touch per page starts both long before the loads arrive (on Zen, quant_x86.c).
- * PICOLM_PREFETCH=t0|nta[:BYTES[:DECODE_BYTES[:STREAMS[:PAGE_AHEAD]]]] overrides (x86 only;
- * BYTES 256..65536, multiples of 64; STREAMS 1..PL_QUANT_STREAMS_MAX; PAGE_AHEAD 0 or
+ * PICOLM_PREFETCH=t0|nta|none[:BYTES[:DECODE_BYTES[:STREAMS[:PAGE_AHEAD]]]] overrides (x86
+ * only; BYTES 256..65536, multiples of 64, also with none: the distance of the decode's first
+ * request for a product's lines, matmul.c; STREAMS 1..PL_QUANT_STREAMS_MAX; PAGE_AHEAD 0 or
  * 256..262144, multiples of 64); an invalid value keeps the CPU's choice and says so in
  * `source`. Benchmarks read memory the same way, so that their read loop stays an upper
  * bound for the kernels. */
 enum pl_quant_pf_hint {
-    PL_QUANT_PF_NTA = 0, /* __builtin_prefetch locality 0: PREFETCHNTA */
-    PL_QUANT_PF_T0 = 3,  /* locality 3: PREFETCHT0 */
+    PL_QUANT_PF_NONE = -1, /* no line prefetches (the page touch still runs when set) */
+    PL_QUANT_PF_NTA = 0,   /* __builtin_prefetch locality 0: PREFETCHNTA */
+    PL_QUANT_PF_T0 = 3,    /* locality 3: PREFETCHT0 */
 };
 #define PL_QUANT_STREAMS_MAX 4u
 struct pl_quant_prefetch {

@@ -433,6 +433,9 @@ static void test_prefetch_parse(void **state) {
         {"nta:4096:8192:1:24576", PL_QUANT_PF_NTA, 4096, 8192, 1, 24576},
         {"t0:2048:2048:2:256", PL_QUANT_PF_T0, 2048, 2048, 2, 256},
         {"t0:2048:2048:2:262144", PL_QUANT_PF_T0, 2048, 2048, 2, 262144},
+        {"none", PL_QUANT_PF_NONE, 2048, 4096, 2, 8192},
+        {"none:1024:2048:1:16384", PL_QUANT_PF_NONE, 1024, 2048, 1, 16384},
+        {"none:4096:8192:1:0", PL_QUANT_PF_NONE, 4096, 8192, 1, 0},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         struct pl_quant_prefetch c = base;
@@ -475,7 +478,12 @@ static void test_prefetch_parse(void **state) {
                                       "t0:1024:2048:2:1048576",
                                       "t0:1024:2048:2:-64",
                                       "t0:1024:2048:2:x",
-                                      "t0:1024:2048:2:4096:"};
+                                      "t0:1024:2048:2:4096:",
+                                      "non",
+                                      "nonex",
+                                      "none:",
+                                      "none:100",
+                                      "NONE"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct pl_quant_prefetch c = base;
         assert_int_equal(pl_quant_prefetch_parse(bad[i], &c), -EINVAL);
@@ -533,7 +541,8 @@ static void test_prefetch_setting_and_env(void **state) {
     (void)close(fds[0]);
     (void)close(fds[1]);
     /* cpu.source points to static storage: a forked child's address is valid here too */
-    assert_true(cpu.hint == PL_QUANT_PF_T0 || cpu.hint == PL_QUANT_PF_NTA);
+    assert_true(cpu.hint == PL_QUANT_PF_T0 || cpu.hint == PL_QUANT_PF_NTA ||
+                cpu.hint == PL_QUANT_PF_NONE);
     assert_true(cpu.bytes >= 256 && cpu.bytes <= 65536 && cpu.bytes % 64 == 0);
     assert_true(cpu.decode_bytes >= 256 && cpu.decode_bytes <= 65536 && cpu.decode_bytes % 64 == 0);
     assert_true(cpu.streams >= 1 && cpu.streams <= PL_QUANT_STREAMS_MAX);
@@ -541,7 +550,15 @@ static void test_prefetch_setting_and_env(void **state) {
                 (cpu.page_ahead >= 256 && cpu.page_ahead <= 262144 && cpu.page_ahead % 64 == 0));
     check_prefetch_child(NULL, &cpu);
 #if defined(__x86_64__) || defined(__i386__)
-    assert_true(!strcmp(cpu.source, "amd") || !strcmp(cpu.source, "intel"));
+    assert_true(!strcmp(cpu.source, "amd") || !strcmp(cpu.source, "amd-zen4") ||
+                !strcmp(cpu.source, "intel"));
+    /* the hint each source stands for (quant_x86.c) */
+    assert_int_equal(cpu.hint, !strcmp(cpu.source, "amd")        ? PL_QUANT_PF_NTA
+                               : !strcmp(cpu.source, "amd-zen4") ? PL_QUANT_PF_NONE
+                                                                 : PL_QUANT_PF_T0);
+    check_prefetch_child(
+        "none:1024:2048:1:8192",
+        &(struct pl_quant_prefetch){PL_QUANT_PF_NONE, 1024, 2048, 1, "PICOLM_PREFETCH", 8192});
     check_prefetch_child("nta:512:1024",
                          &(struct pl_quant_prefetch){PL_QUANT_PF_NTA, 512, 1024, cpu.streams,
                                                      "PICOLM_PREFETCH", cpu.page_ahead});
