@@ -51,29 +51,18 @@ typedef long long v8ll __attribute__((vector_size(64)));
             __builtin_prefetch(pl_quant_page_line((q), (page_ahead)), 0, 1);                       \
     } while (0)
 
-/* Four independent XOR chains over 4 lines per iteration; with a prefetch, each iteration
- * first hints the 4 lines DIST bytes ahead and touches the page page_ahead past them, as the
- * kernels do. DIST 0: plain loads (no touch either). */
-#define READ_LOOP_BODY(LOC, DIST)                                                                  \
+/* Four independent XOR chains over 4 lines per iteration; with a prefetch (DIST > 0), each
+ * iteration first hints the 4 lines DIST bytes ahead, and with TOUCH it touches the page
+ * page_ahead past them, as the kernels do. DIST 0 and no TOUCH: plain loads. */
+#define READ_LOOP_BODY(LOC, DIST, TOUCH)                                                           \
     const v8ll *v = p;                                                                             \
     v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
     size_t n = len / sizeof(v8ll);                                                                 \
     for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
-        if (DIST) {                                                                                \
+        if (DIST)                                                                                  \
             PF4((const char *)(v + i) + (DIST), LOC);                                              \
+        if (TOUCH)                                                                                 \
             PF_PAGE((const char *)(v + i) + (DIST), page_ahead);                                   \
-        }                                                                                          \
-        XOR4(v + i);                                                                               \
-    }                                                                                              \
-    FOLD_RETURN
-
-/* Plain loads with only the page touch (the kernels' scheme with hint none). */
-#define READ_TOUCH_BODY                                                                            \
-    const v8ll *v = p;                                                                             \
-    v8ll a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                   \
-    size_t n = len / sizeof(v8ll);                                                                 \
-    for (size_t i = 0; i + 4 <= n; i += 4) {                                                       \
-        PF_PAGE((const char *)(v + i), page_ahead);                                                \
         XOR4(v + i);                                                                               \
     }                                                                                              \
     FOLD_RETURN
@@ -112,17 +101,17 @@ typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns
                                          size_t page_ahead) {                                      \
         (void)dist;                                                                                \
         (void)ns;                                                                                  \
-        READ_LOOP_BODY(3, 0)                                                                       \
+        READ_LOOP_BODY(3, 0, 0)                                                                    \
     }                                                                                              \
     target static long long name##_t0(const void *p, size_t len, size_t dist, uint32_t ns,         \
                                       size_t page_ahead) {                                         \
         (void)ns;                                                                                  \
-        READ_LOOP_BODY(3, dist)                                                                    \
+        READ_LOOP_BODY(3, dist, 1)                                                                 \
     }                                                                                              \
     target static long long name##_nta(const void *p, size_t len, size_t dist, uint32_t ns,        \
                                        size_t page_ahead) {                                        \
         (void)ns;                                                                                  \
-        READ_LOOP_BODY(0, dist)                                                                    \
+        READ_LOOP_BODY(0, dist, 1)                                                                 \
     }                                                                                              \
     target static long long name##_st0(const void *p, size_t len, size_t dist, uint32_t ns,        \
                                        size_t page_ahead){READ_STREAMS_BODY(                       \
@@ -132,7 +121,7 @@ typedef long long (*read_fn)(const void *p, size_t len, size_t dist, uint32_t ns
                                                  uint32_t ns, size_t page_ahead) {                 \
         (void)dist;                                                                                \
         (void)ns;                                                                                  \
-        READ_TOUCH_BODY                                                                            \
+        READ_LOOP_BODY(3, 0, 1)                                                                    \
     }                                                                                              \
     static const read_fn name[6] = {name##_plain, name##_t0,   name##_nta,                         \
                                     name##_st0,   name##_snta, name##_touch};

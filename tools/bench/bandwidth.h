@@ -34,7 +34,7 @@ enum bench_bw_mode {
     BENCH_BW_N_MODES = 7,
 };
 
-/* "t0" or "nta": the kernels' hint in pf, for reports. */
+/* "t0", "nta" or "none": the kernels' hint in pf, for reports. */
 const char *bench_pf_hint_name(const struct pl_quant_prefetch *pf);
 
 /* False for the decode distance's modes where it equals the per-row one (the same loops), for
