@@ -84,8 +84,7 @@ static bool cpu_avx512(void) {
  * CPUID traps to the hypervisor, and the tile kernel lookup (each matmul, on every thread)
  * asks this. On the Zen 5 VM the CPUIDs took 2-3.5% of a decode's samples (perf, TinyLlama
  * shape, 1-2 threads) before this kept the answer. */
-static bool zen;
-static uint32_t zen_family; /* CPUID.1's family (base + extended) of a Zen core, else 0 */
+static bool zen, zen4; /* zen4: family 19h with AVX-512 (Zen 3, the same family, has none) */
 static pthread_once_t zen_once = PTHREAD_ONCE_INIT;
 
 static void zen_ask(void) {
@@ -102,9 +101,10 @@ static void zen_ask(void) {
     a = 1;
     c = 0;
     __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
-    zen_family = (a >> 8) & 0xFu;
-    if (zen_family == 0xFu)
-        zen_family += (a >> 20) & 0xFFu;
+    uint32_t family = (a >> 8) & 0xFu; /* CPUID.1's family: base + extended */
+    if (family == 0xFu)
+        family += (a >> 20) & 0xFFu;
+    zen4 = family == 0x19u && cpu_avx512();
 }
 
 bool pl_quant_x86_zen(void) {
@@ -154,17 +154,13 @@ static const struct pl_quant_prefetch pf_zen4 = {PL_QUANT_PF_NONE, 4096, 8192, 1
                                                  "amd-zen4",       16384};
 static const struct pl_quant_prefetch pf_intel = {PL_QUANT_PF_T0, 2048, 2048, 2, "intel", 0};
 
-/* Zen 4: family 19h with AVX-512 (Zen 3, the same family, has none and keeps pf_zen:
- * not measured). */
-static bool zen4(void) {
-    return pl_quant_x86_zen() && zen_family == 0x19u && cpu_avx512();
-}
-
 struct pl_quant_prefetch pl_quant_x86_pf; /* pf_choose() sets it before any kernel runs */
 static pthread_once_t pf_control = PTHREAD_ONCE_INIT;
 
 static void pf_choose(void) {
-    struct pl_quant_prefetch c = zen4() ? pf_zen4 : pl_quant_x86_zen() ? pf_zen : pf_intel;
+    /* Zen 3 (family 19h without AVX-512) keeps pf_zen: not measured */
+    const bool is_zen = pl_quant_x86_zen(); /* sets zen4 too */
+    struct pl_quant_prefetch c = zen4 ? pf_zen4 : is_zen ? pf_zen : pf_intel;
     const char *e = getenv("PICOLM_PREFETCH");
     if (e && e[0])
         c.source =

@@ -47,10 +47,10 @@ typedef void (*pl_quant_vec_dotn_fn)(int64_t n, const void *restrict w, const vo
  * and under a hypervisor each 4 KiB page of the stream can cost its own nested page walk, so
  * one early touch per page starts both long before the loads arrive (on Zen, quant_x86.c).
  * PICOLM_PREFETCH=t0|nta|none[:BYTES[:DECODE_BYTES[:STREAMS[:PAGE_AHEAD]]]] overrides (x86
- * only; BYTES 256..65536, multiples of 64, also with none: the distance of the decode's first
- * request for a product's lines, matmul.c; STREAMS 1..PL_QUANT_STREAMS_MAX; PAGE_AHEAD 0 or
- * 256..262144, multiples of 64); an invalid value keeps the CPU's choice and says so in
- * `source`. Benchmarks read memory the same way, so that their read loop stays an upper
+ * only; BYTES and DECODE_BYTES 256..65536, multiples of 64, with none still how many of a
+ * product's first bytes the decode asks for at once, matmul.c; STREAMS 1..PL_QUANT_STREAMS_MAX;
+ * PAGE_AHEAD 0 or 256..262144, multiples of 64); an invalid value keeps the CPU's choice and
+ * says so in `source`. Benchmarks read memory the same way, so that their read loop stays an upper
  * bound for the kernels. */
 enum pl_quant_pf_hint {
     PL_QUANT_PF_NONE = -1, /* no line prefetches (the page touch still runs when set) */
