@@ -171,7 +171,7 @@ const struct pl_mm_tile_kernel *pl_mm_tile_kernel(uint32_t type, int64_t n) {
 #endif
 #ifdef PL_MM_HAVE_AVX512
     if (use_avx512)
-        return pl_mm_avx512_kernel(type);
+        return pl_mm_avx512_kernel(type, n);
 #endif
     (void)type;
     return NULL;

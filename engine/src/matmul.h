@@ -144,10 +144,10 @@ const struct pl_mm_tile_kernel *pl_mm_weight_kernel(const struct pl_weight *w);
  * 0 (no packed layout for this type, CPU or shape; w unchanged), -ENOMEM. */
 int pl_mm_repack_weight(struct pl_weight *w);
 /* Which types have a packed layout where the kernels offer one, from PICOLM_REPACK (read
- * once): "all" every such type, Q4_K and Q4_0 in groups of 4 rows; "rows" what CPUs other than
- * AMD's get by default: all but Q4_K, whose per-row dot products decode faster there, and Q4_0
- * packed one row at a time (matmul_avx512.c's x4_here); anything else (auto) "all" on AMD's
- * CPUs, "rows" on others. */
+ * once): "all" every such type, Q4_K, Q4_0 and (rows of up to 3072) Q6_K in groups of 4 rows;
+ * "rows" what CPUs other than AMD's get by default: all but Q4_K, whose per-row dot products
+ * decode faster there, and Q4_0 and Q6_K packed one row at a time (matmul_avx512.c's x4_here);
+ * anything else (auto) "all" on AMD's CPUs, "rows" on others. */
 enum pl_mm_repack { PL_MM_REPACK_AUTO, PL_MM_REPACK_ALL, PL_MM_REPACK_ROWS };
 enum pl_mm_repack pl_mm_repack_mode(void);
 /* The tiled kernels' instruction set ("amx", "avx512"), or NULL when there are none. */
@@ -194,9 +194,11 @@ void pl_mm_rmsnorm_neon(float *restrict y, const float *restrict x, const float 
                         uint32_t n, float eps);
 #endif
 #ifdef PL_MM_HAVE_AVX512
-/* engine/arch/x86/matmul_avx512.c: its kernel for a weight type, or NULL. Call only when
- * the CPU has AVX-512 F/BW/VL/VNNI. */
-const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type);
+/* engine/arch/x86/matmul_avx512.c: its kernel for a weight type with rows of n elements
+ * (n % 256 == 0; INT64_MAX: the kernel for the longest rows, whose layout is packed one row
+ * at a time where it is packed at all), or NULL. Call only when the CPU has AVX-512
+ * F/BW/VL/VNNI. */
+const struct pl_mm_tile_kernel *pl_mm_avx512_kernel(uint32_t type, int64_t n);
 /* pl_mm_swiglu with AVX-512F: x * sigmoid(x), the sigmoid from exp(-|x|) by vexp_avx512.h
  * (within a few ulp of the reference where the result is a normal float; the tail of n by
  * masked loads, so each element takes the same operations wherever it lies). */

@@ -337,17 +337,18 @@ static struct pl_mm_tile_kernel k_q4_K = {
 static struct pl_mm_tile_kernel k_q6_K = {
     PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_K, NULL, rows8_q6_K, AMX_ROWS, NULL, NULL,
     AMX_VEC_MAX,       NULL, NULL,      0};
-/* Q6_K repacked at load into the AVX-512 kernels' layout (where they have one): the tiles
- * here, the decode steps their vec_q6_Kp / vec_q6_Kpn (the same vectors: layout 16). */
+/* Q6_K repacked at load into the AVX-512 kernels' layout (where they have one packed row by
+ * row; not their groups of 4 rows, which these tiles do not read): the tiles here, the decode
+ * steps their vec_q6_Kp / vec_q6_Kpn (the same vectors: layout 16). */
 static struct pl_mm_tile_kernel k_q6_Kp = {
     PL_GGML_TYPE_Q8_K, 16,   prep_q6_K, rows_q6_Kp, NULL, rows8_q6_Kp, AMX_ROWS, NULL, NULL,
     AMX_VEC_MAX,       NULL, NULL,      0};
 
 void pl_mm_amx_init(void) {
-    k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K);
-    const struct pl_mm_tile_kernel *q6 = pl_mm_avx512_kernel(PL_GGML_TYPE_Q6_K);
+    k_q4_K.dec = pl_mm_avx512_kernel(PL_GGML_TYPE_Q4_K, INT64_MAX);
+    const struct pl_mm_tile_kernel *q6 = pl_mm_avx512_kernel(PL_GGML_TYPE_Q6_K, INT64_MAX);
     k_q6_K.dec = q6;
-    if (q6 && q6->packed && q6->packed->vec_rows && q6->repack) {
+    if (q6 && q6->packed && q6->packed->vec_rows && q6->repack && q6->packed->row_group <= 1) {
         k_q6_Kp.vec_rows = q6->packed->vec_rows;
         k_q6_Kp.vec_rowsn = q6->packed->vec_rowsn;
         k_q6_K.packed = &k_q6_Kp;

@@ -445,9 +445,12 @@ static void test_packed_weights_bit_identical(void **state) {
             acts_make(&a, &m.w, sh->n_tok);
             const size_t bytes = m.w.row_bytes * sh->rows, len = (size_t)sh->rows * sh->n_tok;
             struct pl_weight p = m.w, pg = g2.w;
-            p.data = malloc(bytes);
+            /* The copy at a different offset from a cache line per shape (any multiple of 4, as
+             * the loader allows: Q6_K's groups lay a super-block's bytes out by the address) */
+            uint8_t *p_buf = aligned_alloc(64, (bytes + 127) & ~(size_t)63);
+            assert_non_null(p_buf);
+            p.data = p_buf + (j * 20 + i * 8) % 64;
             pg.data = malloc(bytes);
-            assert_non_null(p.data);
             assert_non_null(pg.data);
             memcpy((void *)(uintptr_t)p.data, m.w.data, bytes);
             memcpy((void *)(uintptr_t)pg.data, g2.w.data, bytes);
@@ -489,7 +492,7 @@ static void test_packed_weights_bit_identical(void **state) {
                              sh->n, sh->n_tok);
             free(want);
             free(got);
-            free((void *)(uintptr_t)p.data);
+            free(p_buf);
             free((void *)(uintptr_t)pg.data);
             acts_free(&a);
             mat_free(&m);
