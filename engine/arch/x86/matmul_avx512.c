@@ -2356,9 +2356,9 @@ static bool have_gv(void) {
     return __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
 }
 
-/* The groups of 4 rows (Q4_K: repacked at all; Q4_0: grouped rather than packed one row at a
- * time), pl_mm_repack_mode: by default on Zen, where they were measured; "all" asks for them,
- * "rows" (the default elsewhere) not. On an Intel Xeon
+/* The groups of 4 rows (Q4_K: repacked at all; Q4_0, and Q6_K with rows up to Q6KX_N_MAX:
+ * grouped rather than packed one row at a time), pl_mm_repack_mode: by default on Zen, where
+ * they were measured; "all" asks for them, "rows" (the default elsewhere) not. On an Intel Xeon
  * core (the AMX VM with PICOLM_ISA=avx512, TinyLlama-shape Q4_K_M, 2 alternating rounds) the
  * per-row vec_dot_q4_K_gv over the GGUF layout decoded 6-8% faster than vec_q4_Kp over the rows
  * repacked one by one (1 thread 22.2-22.5 -> 23.9-24.2 tok/s, 2 threads 44.3-44.4 -> 46.3-47.0),
