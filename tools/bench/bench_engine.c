@@ -225,7 +225,8 @@ static void affinity_restore(bool swapped, const cpu_set_t *saved) {
 static double weights_bw(const struct pl_weights_info *wi, uint32_t n, const cpu_set_t *cpus) {
     cpu_set_t mine;
     const bool swap = n > 1 && affinity_widen(cpus, &mine);
-    const double bw = bench_bw_read(wi->base, wi->weight_bytes, n, BW_W_PASSES);
+    const double bw =
+        bench_bw_read((const uint8_t *)wi->base + wi->shift, wi->weight_bytes, n, BW_W_PASSES);
     affinity_restore(swap, &mine);
     return bw;
 }

@@ -86,16 +86,19 @@ enum pl_weights_mode {
 struct pl_weights_info {
     char backing[16];    /* "hugetlb", "thp", "anonymous" (THP disabled), "file" */
     char reason[256];    /* why this backing and why not a better one */
-    const void *base;    /* the copy (NULL when the weights stayed in the file) */
+    const void *base;    /* the copy's mapping (NULL when the weights stayed in the file) */
     size_t bytes;        /* length of the copy's mapping (a multiple of 2 MiB), or 0 */
+    size_t shift;        /* the copy starts this far into the mapping (< 64, below) */
     size_t weight_bytes; /* bytes of tensor data */
     uint32_t packed;     /* matrices repacked into the tiled kernels' own layout (the copy) */
 };
 
 /* Copy the weights per mode into memory the model owns (unmapped by pl_model_free()), made
  * read-only after the copy; the file's pages are released as they are copied, so the peak
- * resident size stays near one copy of the weights. A failure to get better memory is not an
- * error: the weights stay where they are and info says why. Call once, before any
+ * resident size stays near one copy of the weights. The copy starts `shift` bytes into its
+ * mapping, the offset that puts the most matrix bytes on 64-byte boundaries (the file keeps
+ * tensors 32-byte aligned, the copy keeps the file's offsets). A failure to get better memory is
+ * not an error: the weights stay where they are and info says why. Call once, before any
  * pl_ctx_new(). Returns 0 (info filled), -EINVAL (NULL, bad mode, called twice). */
 int pl_model_place_weights(struct pl_model *m, enum pl_weights_mode mode,
                            struct pl_weights_info *ret_info);

@@ -453,6 +453,28 @@ static uint32_t packs(const struct pl_weight *w) {
     return k && k->packed;
 }
 
+/* Bytes of m's streamed matrices (the output and the layers') whose data starts on a 64-byte
+ * boundary; all of them into *ret_total. */
+static uint64_t line_aligned_bytes(const struct pl_model *m, uint64_t *ret_total) {
+    uint64_t on = 0, total = 0;
+    const struct pl_weight *o = &m->output;
+    if (o->data) {
+        total += (uint64_t)o->n_rows * o->row_bytes;
+        on += (uintptr_t)o->data % 64 ? 0 : (uint64_t)o->n_rows * o->row_bytes;
+    }
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&m->layers[l])};
+        for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
+            if (ws[j]->data) {
+                const uint64_t b = (uint64_t)ws[j]->n_rows * ws[j]->row_bytes;
+                total += b;
+                on += (uintptr_t)ws[j]->data % 64 ? 0 : b;
+            }
+    }
+    *ret_total = total;
+    return on;
+}
+
 /* Placed weights are repacked for this CPU's tiled kernels where they have a layout of their
  * own (Q4_0, Q8_0 with AVX-512; Q6_K with GFNI and VBMI too, and Q4_K on AMD's CPUs or with
  * PICOLM_REPACK=all, not under AMX): the logits stay bit-identical to the file's weights, for
@@ -483,6 +505,25 @@ static void test_model_packed_weights_keep_logits(void **state) {
         }
         assert_int_equal(wi.packed, n_mat);
         assert_false(placed->tok_embd.packed);
+        /* The copy's shift puts at least half the matrix bytes on 64-byte boundaries, and no
+         * fewer than the file's offsets did. */
+        uint64_t total, file_total;
+        const uint64_t on = line_aligned_bytes(placed, &total);
+        (void)line_aligned_bytes(file, &file_total);
+        const uint8_t *sec = (const uint8_t *)pl_gguf_base(pl_model_gguf(file)) +
+                             pl_gguf_data_offset(pl_model_gguf(file));
+        uint64_t sec_on = 0; /* the same by the offsets in the file */
+        for (uint32_t l = 0; l < file->hp.n_layer; l++) {
+            const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&file->layers[l])};
+            for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
+                if (ws[j]->data && ((const uint8_t *)ws[j]->data - sec) % 64 == 0)
+                    sec_on += (uint64_t)ws[j]->n_rows * ws[j]->row_bytes;
+        }
+        if (file->output.data && ((const uint8_t *)file->output.data - sec) % 64 == 0)
+            sec_on += (uint64_t)file->output.n_rows * file->output.row_bytes;
+        assert_int_equal(total, file_total);
+        assert_true(2 * on >= total);
+        assert_true(on >= sec_on);
         if (wi.packed)
             assert_non_null(strstr(wi.reason, "repacked"));
         const uint32_t nv = pl_model_hparams(file)->n_vocab;
@@ -509,6 +550,66 @@ static void test_model_packed_weights_keep_logits(void **state) {
         pl_model_free(file);
         pl_model_free(placed);
     }
+}
+
+/* A file whose tensors all lie 32 bytes past a 64-byte boundary (the Q4_K_M file with 32
+ * bytes opening its data section and every tensor offset moved by 32, as a file whose first
+ * tensor is an odd multiple of 32 bytes long): the placed copy starts 32 bytes into its
+ * mapping, so every matrix lies on a boundary again, and the logits stay the file's. */
+static void test_model_place_weights_realigns(void **state) {
+    (void)state;
+    char path[4200], err[256];
+    snprintf(path, sizeof(path), "%s/tiny-llama-spm-Q4_K_M.gguf", g_dir);
+    struct pl_model *file = NULL, *moved = NULL;
+    assert_int_equal(pl_model_load(path, NULL, &file, err, sizeof(err)), 0);
+    size_t len = 0;
+    uint8_t *img = slurp(path, &len);
+    assert_non_null(img);
+    const struct pl_gguf *g = pl_model_gguf(file);
+    const size_t data_off = (size_t)pl_gguf_data_offset(g);
+    uint8_t *img2 = calloc(len + 32, 1);
+    assert_non_null(img2);
+    memcpy(img2, img, data_off);
+    memcpy(img2 + data_off + 32, img + data_off, len - data_off);
+    for (uint64_t i = 0; i < pl_gguf_n_tensors(g); i++) {
+        /* the tensor's info: name (u64 length, bytes), n_dims (u32), dims (u64 each), type
+         * (u32), offset (u64, from the data section) */
+        const struct pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        const uint64_t nl = strlen(t->name);
+        uint8_t key[8 + PL_GGUF_MAX_NAME_LEN];
+        memcpy(key, &nl, 8);
+        memcpy(key + 8, t->name, nl);
+        const uint8_t *at = memmem(img2, data_off, key, 8 + nl);
+        assert_non_null(at);
+        uint8_t *op = img2 + (at - img2) + 8 + nl + 4 + 8 * (size_t)t->n_dims + 4;
+        uint64_t o;
+        memcpy(&o, op, 8);
+        assert_int_equal(o + data_off, t->offset);
+        o += 32;
+        memcpy(op, &o, 8);
+    }
+    assert_int_equal(pl_model_load_mem(img2, len + 32, NULL, &moved, err, sizeof(err)), 0);
+    uint64_t total;
+    assert_int_equal(line_aligned_bytes(moved, &total), 0); /* all of them off a line */
+    struct pl_weights_info wi;
+    assert_int_equal(pl_model_place_weights(moved, PL_WEIGHTS_THP, &wi), 0);
+    assert_non_null(wi.base);
+    assert_int_equal(wi.shift, 32);
+    assert_int_equal(line_aligned_bytes(moved, &total), total);
+    const uint32_t nv = pl_model_hparams(file)->n_vocab;
+    float *want = calloc(3 * (size_t)nv, sizeof(float));
+    float *got = calloc(3 * (size_t)nv, sizeof(float));
+    assert_non_null(want);
+    assert_non_null(got);
+    prompt_and_steps_logits(file, want);
+    prompt_and_steps_logits(moved, got);
+    assert_memory_equal(got, want, 3 * (size_t)nv * sizeof(float));
+    free(want);
+    free(got);
+    pl_model_free(moved);
+    pl_model_free(file);
+    free(img2);
+    free(img);
 }
 
 /* Resident bytes of the mapping that contains addr, from /proc/self/smaps. */
@@ -579,7 +680,10 @@ static void test_model_place_weights_keeps_results(void **state) {
             assert_true(wi.bytes >= wi.weight_bytes);
             if (from_file) /* the copied file pages left this process (before we reread) */
                 assert_in_range(mapping_rss(sec), 0, pl_gguf_data_offset(g) + 2 * 4096);
-            assert_memory_equal(wi.base, sec, wi.weight_bytes);
+            assert_in_range(wi.shift, 0, 63);
+            assert_int_equal(wi.shift % pl_gguf_alignment(g), 0);
+            assert_true(wi.bytes >= wi.weight_bytes + wi.shift);
+            assert_memory_equal((const uint8_t *)wi.base + wi.shift, sec, wi.weight_bytes);
         }
         /* Once only; bad arguments. */
         assert_int_equal(pl_model_place_weights(m, PL_WEIGHTS_THP, &wi),
@@ -878,6 +982,7 @@ int main(void) {
         cmocka_unit_test(test_model_batch_invariance_every_quant),
         cmocka_unit_test(test_model_thread_count_keeps_logits),
         cmocka_unit_test(test_model_packed_weights_keep_logits),
+        cmocka_unit_test(test_model_place_weights_realigns),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     free(g_img);
