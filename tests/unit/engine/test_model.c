@@ -455,20 +455,25 @@ static uint32_t packs(const struct pl_weight *w) {
 
 /* Bytes of m's streamed matrices (the output and the layers') whose data starts on a 64-byte
  * boundary; all of them into *ret_total. */
-static uint64_t line_aligned_bytes(const struct pl_model *m, uint64_t *ret_total) {
+static uint64_t line_aligned_bytes(const struct pl_model *m, const void *from,
+                                   uint64_t *ret_total) {
+    /* bytes of the streamed matrices at a multiple of 64 from `from` (NULL: from address 0) */
     uint64_t on = 0, total = 0;
-    const struct pl_weight *o = &m->output;
-    if (o->data) {
-        total += (uint64_t)o->n_rows * o->row_bytes;
-        on += (uintptr_t)o->data % 64 ? 0 : (uint64_t)o->n_rows * o->row_bytes;
-    }
-    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
-        const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&m->layers[l])};
-        for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
+    const struct pl_weight *ws[1 + PL_LAYER_N_MATS];
+    for (uint32_t l = 0; l <= m->hp.n_layer; l++) {
+        size_t n = 0;
+        if (l == m->hp.n_layer)
+            ws[n++] = &m->output;
+        else {
+            const struct pl_weight *lw[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&m->layers[l])};
+            for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
+                ws[n++] = lw[j];
+        }
+        for (size_t j = 0; j < n; j++)
             if (ws[j]->data) {
                 const uint64_t b = (uint64_t)ws[j]->n_rows * ws[j]->row_bytes;
                 total += b;
-                on += (uintptr_t)ws[j]->data % 64 ? 0 : b;
+                on += ((uintptr_t)ws[j]->data - (uintptr_t)from) % 64 ? 0 : b;
             }
     }
     *ret_total = total;
@@ -508,19 +513,11 @@ static void test_model_packed_weights_keep_logits(void **state) {
         /* The copy's shift puts at least half the matrix bytes on 64-byte boundaries, and no
          * fewer than the file's offsets did. */
         uint64_t total, file_total;
-        const uint64_t on = line_aligned_bytes(placed, &total);
-        (void)line_aligned_bytes(file, &file_total);
+        const uint64_t on = line_aligned_bytes(placed, NULL, &total);
         const uint8_t *sec = (const uint8_t *)pl_gguf_base(pl_model_gguf(file)) +
                              pl_gguf_data_offset(pl_model_gguf(file));
-        uint64_t sec_on = 0; /* the same by the offsets in the file */
-        for (uint32_t l = 0; l < file->hp.n_layer; l++) {
-            const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&file->layers[l])};
-            for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
-                if (ws[j]->data && ((const uint8_t *)ws[j]->data - sec) % 64 == 0)
-                    sec_on += (uint64_t)ws[j]->n_rows * ws[j]->row_bytes;
-        }
-        if (file->output.data && ((const uint8_t *)file->output.data - sec) % 64 == 0)
-            sec_on += (uint64_t)file->output.n_rows * file->output.row_bytes;
+        /* the same by the offsets in the file */
+        const uint64_t sec_on = line_aligned_bytes(file, sec, &file_total);
         assert_int_equal(total, file_total);
         assert_true(2 * on >= total);
         assert_true(on >= sec_on);
@@ -552,10 +549,10 @@ static void test_model_packed_weights_keep_logits(void **state) {
     }
 }
 
-/* A file whose tensors all lie 32 bytes past a 64-byte boundary (the Q4_K_M file with 32
- * bytes opening its data section and every tensor offset moved by 32, as a file whose first
- * tensor is an odd multiple of 32 bytes long): the placed copy starts 32 bytes into its
- * mapping, so every matrix lies on a boundary again, and the logits stay the file's. */
+/* A file whose tensors all lie 32 bytes past a 64-byte boundary of its data section (the
+ * Q4_K_M file with each tensor moved there, as a writer that aligns to GGUF's default 32 bytes
+ * leaves a file whose tensor sizes are odd multiples of 32): the placed copy starts 32 bytes
+ * into its mapping, so every matrix lies on a line again, and the logits stay the file's. */
 static void test_model_place_weights_realigns(void **state) {
     (void)state;
     char path[4200], err[256];
@@ -567,14 +564,21 @@ static void test_model_place_weights_realigns(void **state) {
     assert_non_null(img);
     const struct pl_gguf *g = pl_model_gguf(file);
     const size_t data_off = (size_t)pl_gguf_data_offset(g);
-    uint8_t *img2 = calloc(len + 32, 1);
-    assert_non_null(img2);
+    const uint64_t n_t = pl_gguf_n_tensors(g);
+    size_t cap = len + 64 * (size_t)n_t + 64;
+    uint8_t *img2 = NULL;
+    assert_int_equal(posix_memalign((void **)&img2, 64, cap), 0);
+    memset(img2, 0, cap);
     memcpy(img2, img, data_off);
-    memcpy(img2 + data_off + 32, img + data_off, len - data_off);
-    for (uint64_t i = 0; i < pl_gguf_n_tensors(g); i++) {
+    uint64_t end = 0; /* of the new data section */
+    for (uint64_t i = 0; i < n_t; i++) {
+        const struct pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
+        const uint64_t o = (end + 63) / 64 * 64 + 32;
+        assert_true(data_off + o + t->n_bytes <= cap);
+        memcpy(img2 + data_off + o, img + t->offset, t->n_bytes);
+        end = o + t->n_bytes;
         /* the tensor's info: name (u64 length, bytes), n_dims (u32), dims (u64 each), type
          * (u32), offset (u64, from the data section) */
-        const struct pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
         const uint64_t nl = strlen(t->name);
         uint8_t key[8 + PL_GGUF_MAX_NAME_LEN];
         memcpy(key, &nl, 8);
@@ -582,20 +586,23 @@ static void test_model_place_weights_realigns(void **state) {
         const uint8_t *at = memmem(img2, data_off, key, 8 + nl);
         assert_non_null(at);
         uint8_t *op = img2 + (at - img2) + 8 + nl + 4 + 8 * (size_t)t->n_dims + 4;
-        uint64_t o;
-        memcpy(&o, op, 8);
-        assert_int_equal(o + data_off, t->offset);
-        o += 32;
+        uint64_t was;
+        memcpy(&was, op, 8);
+        assert_int_equal(was + data_off, t->offset);
         memcpy(op, &o, 8);
     }
-    assert_int_equal(pl_model_load_mem(img2, len + 32, NULL, &moved, err, sizeof(err)), 0);
-    uint64_t total;
-    assert_int_equal(line_aligned_bytes(moved, &total), 0); /* all of them off a line */
+    assert_int_equal(pl_model_load_mem(img2, data_off + end, NULL, &moved, err, sizeof(err)),
+                     0);
+    const uint8_t *sec = img2 + data_off;
+    uint64_t total, total_file;
+    assert_int_equal(line_aligned_bytes(moved, sec, &total), 0); /* all of them off a line */
+    (void)line_aligned_bytes(file, NULL, &total_file);
+    assert_int_equal(total, total_file);
     struct pl_weights_info wi;
     assert_int_equal(pl_model_place_weights(moved, PL_WEIGHTS_THP, &wi), 0);
     assert_non_null(wi.base);
     assert_int_equal(wi.shift, 32);
-    assert_int_equal(line_aligned_bytes(moved, &total), total);
+    assert_int_equal(line_aligned_bytes(moved, NULL, &total), total);
     const uint32_t nv = pl_model_hparams(file)->n_vocab;
     float *want = calloc(3 * (size_t)nv, sizeof(float));
     float *got = calloc(3 * (size_t)nv, sizeof(float));
