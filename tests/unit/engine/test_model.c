@@ -591,8 +591,7 @@ static void test_model_place_weights_realigns(void **state) {
         assert_int_equal(was + data_off, t->offset);
         memcpy(op, &o, 8);
     }
-    assert_int_equal(pl_model_load_mem(img2, data_off + end, NULL, &moved, err, sizeof(err)),
-                     0);
+    assert_int_equal(pl_model_load_mem(img2, data_off + end, NULL, &moved, err, sizeof(err)), 0);
     const uint8_t *sec = img2 + data_off;
     uint64_t total, total_file;
     assert_int_equal(line_aligned_bytes(moved, sec, &total), 0); /* all of them off a line */
