@@ -23,6 +23,7 @@
 #include "pl/engine_tokenizer.h"
 #include "pl/engine_types.h"
 #include "pl/pl_err.h"
+#include "pl/pl_util.h"
 
 static char g_dir[4096];
 static uint8_t *g_img; /* stories260K.gguf */
@@ -453,28 +454,27 @@ static uint32_t packs(const struct pl_weight *w) {
     return k && k->packed;
 }
 
-/* Bytes of m's streamed matrices (the output and the layers') whose data starts on a 64-byte
- * boundary; all of them into *ret_total. */
+/* w's bytes into *total, and into *on too where its data starts a multiple of 64 bytes from
+ * `from`. */
+static void count_line_aligned(const struct pl_weight *w, const void *from, uint64_t *on,
+                               uint64_t *total) {
+    if (!w->data)
+        return;
+    const uint64_t b = (uint64_t)w->n_rows * w->row_bytes;
+    *total += b;
+    *on += ((uintptr_t)w->data - (uintptr_t)from) % 64 ? 0 : b;
+}
+
+/* Bytes of m's streamed matrices (the output and the layers') whose data starts a multiple
+ * of 64 bytes from `from` (NULL: on a 64-byte boundary); all of them into *ret_total. */
 static uint64_t line_aligned_bytes(const struct pl_model *m, const void *from,
                                    uint64_t *ret_total) {
-    /* bytes of the streamed matrices at a multiple of 64 from `from` (NULL: from address 0) */
     uint64_t on = 0, total = 0;
-    const struct pl_weight *ws[1 + PL_LAYER_N_MATS];
-    for (uint32_t l = 0; l <= m->hp.n_layer; l++) {
-        size_t n = 0;
-        if (l == m->hp.n_layer)
-            ws[n++] = &m->output;
-        else {
-            const struct pl_weight *lw[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&m->layers[l])};
-            for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
-                ws[n++] = lw[j];
-        }
-        for (size_t j = 0; j < n; j++)
-            if (ws[j]->data) {
-                const uint64_t b = (uint64_t)ws[j]->n_rows * ws[j]->row_bytes;
-                total += b;
-                on += ((uintptr_t)ws[j]->data - (uintptr_t)from) % 64 ? 0 : b;
-            }
+    count_line_aligned(&m->output, from, &on, &total);
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct pl_weight *ws[PL_LAYER_N_MATS] = {PL_LAYER_MATS(&m->layers[l])};
+        for (size_t j = 0; j < PL_LAYER_N_MATS; j++)
+            count_line_aligned(ws[j], from, &on, &total);
     }
     *ret_total = total;
     return on;
@@ -565,7 +565,7 @@ static void test_model_place_weights_realigns(void **state) {
     const struct pl_gguf *g = pl_model_gguf(file);
     const size_t data_off = (size_t)pl_gguf_data_offset(g);
     const uint64_t n_t = pl_gguf_n_tensors(g);
-    size_t cap = len + 64 * (size_t)n_t + 64;
+    const size_t cap = len + 64 * (size_t)n_t + 64;
     uint8_t *img2 = NULL;
     assert_int_equal(posix_memalign((void **)&img2, 64, cap), 0);
     memset(img2, 0, cap);
@@ -573,7 +573,7 @@ static void test_model_place_weights_realigns(void **state) {
     uint64_t end = 0; /* of the new data section */
     for (uint64_t i = 0; i < n_t; i++) {
         const struct pl_gguf_tensor *t = pl_gguf_tensor_at(g, i);
-        const uint64_t o = (end + 63) / 64 * 64 + 32;
+        const uint64_t o = PL_ALIGN_UP(end, 64) + 32;
         assert_true(data_off + o + t->n_bytes <= cap);
         memcpy(img2 + data_off + o, img + t->offset, t->n_bytes);
         end = o + t->n_bytes;
@@ -601,7 +601,9 @@ static void test_model_place_weights_realigns(void **state) {
     assert_int_equal(pl_model_place_weights(moved, PL_WEIGHTS_THP, &wi), 0);
     assert_non_null(wi.base);
     assert_int_equal(wi.shift, 32);
-    assert_int_equal(line_aligned_bytes(moved, NULL, &total), total);
+    uint64_t total_placed;
+    assert_int_equal(line_aligned_bytes(moved, NULL, &total_placed), total);
+    assert_int_equal(total_placed, total);
     const uint32_t nv = pl_model_hparams(file)->n_vocab;
     float *want = calloc(3 * (size_t)nv, sizeof(float));
     float *got = calloc(3 * (size_t)nv, sizeof(float));
